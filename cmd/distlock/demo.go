@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+const demoUsage = `usage: distlock demo [--workers N] [--stock N]
+
+Starts a throwaway redis-server, then runs worker processes that buy from one
+shared inventory: first without a lock (they oversell), then with distlock
+(exactly the stock is sold). Prints a table and stops everything it started.
+`
+
+// runDemo is `distlock demo`.
+func runDemo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, demoUsage) }
+	workers := fs.Int("workers", 4, "worker processes")
+	stock := fs.Int("stock", 100, "units in the inventory")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *workers < 1 || *stock < 1 {
+		fmt.Fprintln(stderr, "distlock demo: --workers and --stock must be at least 1")
+		return exitUsage
+	}
+	dir, err := os.MkdirTemp("", "distlock-demo")
+	if err != nil {
+		fmt.Fprintln(stderr, "distlock demo:", err)
+		return exitRedis
+	}
+	defer os.RemoveAll(dir)
+	srv, err := redistest.Launch(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "distlock demo:", err)
+		return exitRedis
+	}
+	defer srv.Kill()
+	fmt.Fprintf(stdout, "redis-server on %s; %d worker processes buy %d units\n\n", srv.Addr, *workers, *stock)
+	fmt.Fprintf(stdout, "%-9s %6s %9s %9s  %s\n", "mode", "sold", "oversold", "time", "purchases per worker")
+	for _, locked := range []bool{false, true} {
+		row, err := demoRound(srv.Addr, *workers, *stock, locked)
+		if err != nil {
+			fmt.Fprintln(stderr, "distlock demo:", err)
+			return exitRedis
+		}
+		fmt.Fprintln(stdout, row)
+	}
+	return 0
+}
+
+// demoRound fills the inventory, runs the workers and returns a table row.
+func demoRound(addr string, workers, stock int, locked bool) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		return "", err
+	}
+	rdb.Set(ctx, "demo:stock", stock, 0)
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := 1; i <= workers; i++ {
+		cmd := exec.CommandContext(ctx, self, "demo-worker", addr, "w"+strconv.Itoa(i), strconv.FormatBool(locked))
+		cmd.Stderr = os.Stderr
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Run(); err != nil {
+				errs <- fmt.Errorf("worker: %w", err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return "", err
+	}
+	sold, _ := rdb.Get(ctx, "demo:sold").Int()
+	per, _ := rdb.HGetAll(ctx, "demo:by-worker").Result()
+	mode := "no lock"
+	if locked {
+		mode = "distlock"
+	}
+	return fmt.Sprintf("%-9s %6d %9d %9s  %s", mode, sold, max(sold-stock, 0),
+		time.Since(start).Round(time.Millisecond), formatCounts(per)), nil
+}
+
+func formatCounts(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+// runDemoWorker is one worker process: it buys until the stock is gone.
+func runDemoWorker(args []string) int {
+	if len(args) != 3 {
+		return exitUsage
+	}
+	addr, name, locked := args[0], args[1], args[2] == "true"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	for {
+		var l *distlock.Lock
+		if locked {
+			var err error
+			if l, err = locks.Lock(ctx, "demo:inventory"); err != nil {
+				fmt.Fprintln(os.Stderr, "demo worker:", err)
+				return exitRedis
+			}
+		}
+		left, err := rdb.Get(ctx, "demo:stock").Int()
+		if err != nil {
+			return exitRedis
+		}
+		if left > 0 {
+			time.Sleep(time.Millisecond) // checking payment: the race window
+			rdb.Set(ctx, "demo:stock", left-1, 0)
+			rdb.Incr(ctx, "demo:sold")
+			rdb.HIncrBy(ctx, "demo:by-worker", name, 1)
+		}
+		if l != nil {
+			_ = l.Release(ctx)
+		}
+		if left <= 0 {
+			return 0
+		}
+	}
+}

@@ -1,0 +1,36 @@
+// Package distlock provides distributed locks on Redis for Go services that
+// run as many processes on many machines.
+//
+// A lock is a lease: TryLock and Lock take it with one atomic script call,
+// recording a random 128-bit token (who holds it), a hold count (reentrancy)
+// and a fencing token, and give it a TTL so that a crashed holder cannot
+// block others forever. Release and Extend check the grant, so a holder whose
+// lease ran out can never release or extend the next holder's lock.
+//
+// # Leases, renewal and the loss signal
+//
+// By default a Client renews the leases of the locks it holds at about a
+// third of their TTL, in pipelined batches from one scheduler per Client.
+// Each lock keeps a local validity deadline: the moment its last confirmed
+// grant or renewal was sent, plus the TTL, minus a drift margin (1% of the
+// TTL + 2ms). The server's expiry cannot come before it, since the server
+// received the command after it was sent. When that deadline passes without a
+// confirmed renewal (Redis unreachable, or slow), or when a renewal finds the
+// lock gone or taken, Lock.Lost is closed and the contexts from Lock.Context
+// are cancelled with the reason as their cause (ErrExpired, ErrTaken,
+// ErrUnreachable, ErrClosed; ErrReleased after Release).
+//
+// What the signal cannot do: it runs in the holder's process, so a process
+// that is paused (GC pause, VM stall, SIGSTOP) or whose clock jumps can go on
+// acting after its lease ended and before it looks at the signal. No lease
+// based lock can prevent that. Fencing tokens can: Lock.Fence is strictly
+// increasing across all grants of a key, so a resource that remembers the
+// highest fence it accepted can refuse a write carrying a smaller one.
+//
+// # Keys in Redis
+//
+// A lock named "job" is the hash "distlock:{job}" (owner, count, fence,
+// metadata, since) plus the counter "distlock:{job}:fence", which never
+// expires so that fences never repeat. The hash tag keeps every key of a lock
+// in one Redis Cluster slot. WithKeyPrefix changes "distlock:".
+package distlock

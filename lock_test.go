@@ -1,0 +1,363 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestTryLockIsExclusive(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	a, err := c.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(ctx, "job"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("second TryLock: got %v, want ErrNotObtained", err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatalf("TryLock after release: %v", err)
+	}
+	if b.Fence() <= a.Fence() {
+		t.Fatalf("fence did not increase: %d then %d", a.Fence(), b.Fence())
+	}
+	if a.Token() == b.Token() || len(a.Token()) < 22 {
+		t.Fatalf("tokens %q and %q: want distinct 128-bit tokens", a.Token(), b.Token())
+	}
+}
+
+func TestCounterUnderLock(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Lock(ctx, "counter")
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer l.Release(ctx)
+			n, _ := rdb.Get(ctx, "count").Int()
+			time.Sleep(100 * time.Microsecond) // widen the read-modify-write window
+			rdb.Set(ctx, "count", n+1, 0)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.Get(ctx, "count").Int(); n != 100 {
+		t.Fatalf("count = %d, want 100", n)
+	}
+}
+
+func TestInventoryAcrossProcesses(t *testing.T) {
+	_, rdb, srv := setup(t)
+	ctx := ctxT(t, 90*time.Second)
+	rdb.Set(ctx, "stock", 100, 0)
+	var procs []*helperProc
+	for range 4 {
+		procs = append(procs, startHelper(t, "inventory", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_WORKERS=4"))
+	}
+	for _, p := range procs {
+		p.wait(t, 80*time.Second)
+	}
+	sold, _ := rdb.Get(ctx, "sold").Int()
+	stock, _ := rdb.Get(ctx, "stock").Int()
+	if sold != 100 || stock != 0 {
+		t.Fatalf("sold %d, stock %d: want 100 sold and 0 left", sold, stock)
+	}
+}
+
+func TestKilledHolderLosesLockAtExpiry(t *testing.T) {
+	c, _, srv := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	const ttl = 500 * time.Millisecond
+	holder := startHelper(t, "hold", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=cron", "DISTLOCK_TTL="+ttl.String())
+	holder.expect(t, "fence=", 5*time.Second)
+	if _, err := c.TryLock(ctx, "cron"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("TryLock while held: %v", err)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		if _, err := c.Lock(ctx, "cron"); err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+	}()
+	killed := time.Now()
+	_ = holder.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case at := <-got:
+		if d := at.Sub(killed); d > ttl+50*time.Millisecond {
+			t.Fatalf("waiter took the lock %v after the kill, want ≤ ttl + 50ms", d)
+		} else {
+			t.Logf("waiter took the lock %v after SIGKILL (ttl %v)", d, ttl)
+		}
+	case <-ctx.Done():
+		t.Fatal("waiter never got the lock")
+	}
+}
+
+func TestReleaseAfterExpiryLeavesNewHolder(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	a, err := c.TryLock(ctx, "order:42", distlock.WithTTL(100*time.Millisecond), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Lock(ctx, "order:42") // waits for a's lease to run out
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Lost():
+	default:
+		t.Fatal("a's Lost() did not fire although b holds the lock")
+	}
+	if err := a.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("stale release: %v, want ErrNotHeld", err)
+	}
+	if err := a.Extend(ctx, time.Second); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("stale extend: %v, want ErrNotHeld", err)
+	}
+	if d, err := b.TTL(ctx); err != nil || d <= 0 {
+		t.Fatalf("new holder's lock damaged: ttl %v, %v", d, err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("double release: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestExtendAndTTL(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	l, err := c.TryLock(ctx, "k", distlock.WithTTL(time.Second), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.TTL(ctx)
+	if err != nil || d < 59*time.Second || d > time.Minute {
+		t.Fatalf("TTL after Extend(1m) = %v, %v", d, err)
+	}
+	l.Release(ctx)
+	if _, err := l.TTL(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("TTL after release: %v", err)
+	}
+}
+
+func TestFencesIncreaseAcrossProcesses(t *testing.T) {
+	c, _, srv := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	var procs []*helperProc
+	for range 3 {
+		procs = append(procs, startHelper(t, "fences", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=f", "DISTLOCK_N=20"))
+	}
+	seen := map[string]bool{}
+	for _, p := range procs {
+		for line := range p.lines {
+			if seen[line] {
+				t.Fatalf("fence granted twice: %s", line)
+			}
+			seen[line] = true
+		}
+		p.wait(t, 30*time.Second)
+	}
+	if len(seen) != 60 {
+		t.Fatalf("%d distinct fences, want 60", len(seen))
+	}
+	l, err := c.Lock(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() != 61 {
+		t.Fatalf("fence after 60 grants = %d, want 61", l.Fence())
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	cases := []struct {
+		name string
+		key  string
+		opts []distlock.Option
+		want error
+	}{
+		{"empty key", "", nil, distlock.ErrInvalidKey},
+		{"long key", strings.Repeat("k", distlock.MaxKeyLen+1), nil, distlock.ErrInvalidKey},
+		{"zero ttl", "k", []distlock.Option{distlock.WithTTL(0)}, distlock.ErrInvalidTTL},
+		{"negative ttl", "k", []distlock.Option{distlock.WithTTL(-time.Second)}, distlock.ErrInvalidTTL},
+		{"sub-ms ttl", "k", []distlock.Option{distlock.WithTTL(time.Microsecond)}, distlock.ErrInvalidTTL},
+		{"huge ttl", "k", []distlock.Option{distlock.WithTTL(distlock.MaxTTL + 1)}, distlock.ErrInvalidTTL},
+		{"nil retry", "k", []distlock.Option{distlock.WithRetry(nil)}, distlock.ErrInvalidOption},
+		{"empty owner", "k", []distlock.Option{distlock.WithOwner("")}, distlock.ErrInvalidOption},
+		{"huge metadata", "k", []distlock.Option{distlock.WithMetadata(strings.Repeat("m", 5000))}, distlock.ErrInvalidOption},
+	}
+	for _, tc := range cases {
+		if _, err := c.TryLock(ctx, tc.key, tc.opts...); !errors.Is(err, tc.want) {
+			t.Errorf("TryLock %s: %v, want %v", tc.name, err, tc.want)
+		}
+		if _, err := c.Lock(ctx, tc.key, tc.opts...); !errors.Is(err, tc.want) {
+			t.Errorf("Lock %s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	l, _ := c.TryLock(ctx, "k")
+	if err := l.Extend(ctx, 0); !errors.Is(err, distlock.ErrInvalidTTL) {
+		t.Errorf("Extend(0): %v", err)
+	}
+}
+
+func TestNilClientAndNilLock(t *testing.T) {
+	ctx := ctxT(t, time.Second)
+	var typedNil *redis.Client
+	for _, c := range []*distlock.Client{distlock.New(nil), distlock.New(typedNil)} {
+		if _, err := c.TryLock(ctx, "k"); !errors.Is(err, distlock.ErrNilClient) {
+			t.Errorf("TryLock on nil client: %v", err)
+		}
+		if _, err := c.Lock(ctx, "k"); !errors.Is(err, distlock.ErrNilClient) {
+			t.Errorf("Lock on nil client: %v", err)
+		}
+		c.Close()
+	}
+	var l *distlock.Lock
+	if err := l.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("nil Release: %v", err)
+	}
+	if err := l.Extend(ctx, time.Second); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("nil Extend: %v", err)
+	}
+	if _, err := l.TTL(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("nil TTL: %v", err)
+	}
+	<-l.Lost()
+}
+
+func TestClosedClient(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	l, err := c.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	<-l.Lost() // renewal stopped: the holder is told
+	if !errors.Is(l.Err(), distlock.ErrClosed) {
+		t.Fatalf("cause after Close: %v", l.Err())
+	}
+	if _, err := c.TryLock(ctx, "k2"); !errors.Is(err, distlock.ErrClosed) {
+		t.Fatalf("TryLock after Close: %v", err)
+	}
+}
+
+func TestLockReturnsWhenContextEnds(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	if _, err := c.TryLock(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Lock(short, "busy")
+	if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with deadline: %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 150*time.Millisecond {
+		t.Fatalf("Lock returned %v after a 100ms deadline", d)
+	}
+	cancelled, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	if _, err := c.Lock(cancelled, "busy"); !errors.Is(err, context.Canceled) || !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("Lock with cancelled ctx: %v", err)
+	}
+}
+
+func TestRetryStrategyGivesUp(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	if _, err := c.TryLock(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Lock(ctx, "busy", distlock.WithRetry(distlock.LimitRetry(distlock.ConstantBackoff(time.Millisecond), 3)))
+	if !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := c.Lock(ctx, "busy", distlock.WithRetry(distlock.NoRetry())); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("NoRetry: %v", err)
+	}
+}
+
+func TestRedisDownFailsWithinDeadline(t *testing.T) {
+	c, _, srv := setup(t)
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.Lock(ctx, "k"); err == nil {
+		t.Fatal("Lock succeeded with Redis down")
+	}
+	if d := time.Since(start); d > 400*time.Millisecond {
+		t.Fatalf("Lock took %v with a 300ms deadline", d)
+	}
+}
+
+func TestMutexIsSyncLocker(t *testing.T) {
+	c, _, _ := setup(t)
+	m, err := c.NewMutex("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inside, max atomic.Int32
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m2, _ := c.NewMutex("m")
+			m2.Lock()
+			if n := inside.Add(1); n > max.Load() {
+				max.Store(n)
+			}
+			inside.Add(-1)
+			m2.Unlock()
+		}()
+	}
+	wg.Wait()
+	if max.Load() != 1 {
+		t.Fatalf("%d holders at once", max.Load())
+	}
+	if _, err := c.NewMutex(""); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Fatalf("NewMutex(\"\"): %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Unlock of unlocked Mutex did not panic")
+		}
+	}()
+	m.Unlock()
+}

@@ -1,0 +1,66 @@
+package distlock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Mutex adapts one lock key to sync.Locker for code written against it.
+//
+// The trade-off: sync.Locker has no context and no error. Lock therefore
+// blocks until the lock is held, retrying Redis errors with backoff; it
+// panics only when the Client is closed, since it could never succeed. Unlock
+// panics when the Mutex is not locked, like sync.Mutex; a Redis error during
+// Unlock is dropped because the lease expires on its own. Code that can
+// handle errors or must know when the lease is lost should use Client.Lock
+// and Lock.Lost instead.
+type Mutex struct {
+	client *Client
+	key    string
+	opts   []Option
+
+	mu   sync.Mutex
+	held *Lock
+}
+
+// NewMutex returns a Mutex on key, validating key and options now so that
+// Lock cannot fail on bad input later.
+func (c *Client) NewMutex(key string, opts ...Option) (*Mutex, error) {
+	if _, err := c.prepare(key, opts); err != nil {
+		return nil, err
+	}
+	return &Mutex{client: c, key: key, opts: opts}, nil
+}
+
+// Lock blocks until the lock is held.
+func (m *Mutex) Lock() {
+	retry := Jitter(ExponentialBackoff(10*time.Millisecond, time.Second))
+	for n := 1; ; n++ {
+		l, err := m.client.Lock(context.Background(), m.key, m.opts...)
+		if err == nil {
+			m.mu.Lock()
+			m.held = l
+			m.mu.Unlock()
+			return
+		}
+		if m.client.usable() != nil {
+			panic("distlock: Mutex.Lock on a closed Client")
+		}
+		time.Sleep(retry.Backoff(n)) // Redis error: back off and try again
+	}
+}
+
+// Unlock releases the lock.
+func (m *Mutex) Unlock() {
+	m.mu.Lock()
+	l := m.held
+	m.held = nil
+	m.mu.Unlock()
+	if l == nil {
+		panic("distlock: unlock of unlocked Mutex")
+	}
+	_ = l.Release(context.Background())
+}
+
+var _ sync.Locker = (*Mutex)(nil)

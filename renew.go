@@ -1,0 +1,359 @@
+package distlock
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxRenewBatch bounds one renewal pipeline, so a slow batch does not delay
+// every other lock.
+const maxRenewBatch = 512
+
+// closedCause is why locks end when their Client closes.
+var closedCause = fmt.Errorf("%w: %w", ErrLost, ErrClosed)
+
+// renewer is the one scheduler per Client behind every Lock: it renews due
+// leases in pipelined batches and fires the loss signal of any lock whose
+// local validity deadline passes without a confirmed renewal. It runs two
+// goroutines whatever the number of locks: the scheduler, which never blocks
+// on Redis so that deadlines fire even while Redis hangs, and one worker that
+// sends batches.
+type renewer struct {
+	rdb redis.UniversalClient
+
+	mu      sync.Mutex
+	pending []*Lock
+	stopped bool
+
+	wake    chan struct{}
+	quit    chan struct{}
+	done    chan struct{}
+	batches chan []*Lock
+	results chan []renewResult
+}
+
+type renewResult struct {
+	l     *Lock
+	start time.Time
+	reply int64 // 1 renewed, 0 gone, -1 taken
+	err   error
+}
+
+func startRenewer(rdb redis.UniversalClient) *renewer {
+	r := &renewer{
+		rdb:     rdb,
+		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		batches: make(chan []*Lock),
+		results: make(chan []renewResult),
+	}
+	go r.run()
+	return r
+}
+
+// track hands a new or extended lock to the Client's renewer, starting it on
+// first use.
+func (c *Client) track(l *Lock) {
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		l.end(lost, closedCause)
+		return
+	}
+	if c.renewer == nil {
+		c.renewer = startRenewer(c.rdb)
+	}
+	r := c.renewer
+	c.mu.Unlock()
+	r.add(l)
+}
+
+func (r *renewer) add(l *Lock) {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		l.end(lost, closedCause)
+		return
+	}
+	r.pending = append(r.pending, l)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *renewer) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	close(r.quit)
+	<-r.done
+}
+
+func (r *renewer) run() {
+	defer close(r.done)
+	workerDone := make(chan struct{})
+	go r.work(workerDone)
+	var (
+		sched    schedule
+		queue    []*Lock // due, waiting for the worker
+		inflight bool
+		timer    = time.NewTimer(time.Hour)
+	)
+	defer func() {
+		timer.Stop()
+		close(r.batches)
+		<-workerDone
+		for _, l := range append(sched, r.takePending()...) {
+			l.end(lost, closedCause)
+		}
+	}()
+	for {
+		for _, l := range r.takePending() {
+			sched.at(l, l.nextEvent())
+		}
+		if len(sched) > 0 {
+			timer.Reset(time.Until(sched[0].heapAt))
+		}
+		select {
+		case <-r.quit:
+			return
+		case <-r.wake:
+		case <-timer.C:
+		case res := <-r.results:
+			inflight = false
+			for _, x := range res {
+				x.l.applyRenewal(x)
+				sched.at(x.l, x.l.nextEvent())
+			}
+		}
+		queue = sched.popDue(time.Now(), queue)
+		queue = dropEnded(queue)
+		if !inflight && len(queue) > 0 {
+			n := min(len(queue), maxRenewBatch)
+			select {
+			case r.batches <- queue[:n:n]:
+				inflight = true
+				queue = queue[n:]
+			case <-r.quit:
+				return
+			}
+		}
+	}
+}
+
+func (r *renewer) takePending() []*Lock {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pending
+	r.pending = nil
+	return p
+}
+
+// work sends renewal batches; it is the only goroutine that waits on Redis.
+func (r *renewer) work(done chan struct{}) {
+	defer close(done)
+	for batch := range r.batches {
+		res := r.renewBatch(batch)
+		select {
+		case r.results <- res:
+		case <-r.quit:
+			return
+		}
+	}
+}
+
+// renewBatch extends every lock of the batch in one pipeline. Its context
+// ends at the earliest validity deadline of the batch: past it the scheduler
+// has already declared that lock lost.
+func (r *renewer) renewBatch(batch []*Lock) []renewResult {
+	deadline := time.Now().Add(time.Second)
+	for _, l := range batch {
+		if v := l.validUntil(); v.Before(deadline) {
+			deadline = v
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	cmds := r.pipelineExtend(ctx, batch)
+	if needsScriptLoad(cmds) {
+		// A restarted or failed-over server lost the script cache: load it
+		// once and repeat, rather than sending the full script per lock.
+		_ = extendScript.Load(ctx, r.rdb).Err()
+		start = time.Now()
+		cmds = r.pipelineExtend(ctx, batch)
+	}
+	res := make([]renewResult, len(batch))
+	for i, l := range batch {
+		v, err := cmds[i].Int64()
+		res[i] = renewResult{l: l, start: start, reply: v, err: err}
+	}
+	return res
+}
+
+func (r *renewer) pipelineExtend(ctx context.Context, batch []*Lock) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(batch))
+	_, _ = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, l := range batch {
+			cmds[i] = extendScript.EvalSha(ctx, p, []string{l.names.lock}, l.owner, l.fenceS, l.leaseMillis())
+		}
+		return nil
+	})
+	return cmds
+}
+
+func needsScriptLoad(cmds []*redis.Cmd) bool {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
+}
+
+// nextEvent is when the scheduler must look at l again: its renewal time,
+// or its validity deadline while a renewal is pending or renewal is off.
+func (l *Lock) nextEvent() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renew && !l.renewing && l.renewAt.Before(l.valid) {
+		return l.renewAt
+	}
+	return l.valid
+}
+
+// due reports whether l should be renewed now; a lock past its validity
+// deadline is declared lost instead.
+func (l *Lock) due(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != held {
+		return false
+	}
+	if !now.Before(l.valid) {
+		l.endLocked(lost, l.expiryCauseLocked())
+		return false
+	}
+	if !l.renew || l.renewing || now.Before(l.renewAt) {
+		return false
+	}
+	l.renewing = true
+	return true
+}
+
+func (l *Lock) expiryCauseLocked() error {
+	if !l.renew {
+		return ErrExpired
+	}
+	if l.lastErr != nil {
+		return fmt.Errorf("%w: %w", ErrUnreachable, l.lastErr)
+	}
+	return ErrUnreachable
+}
+
+func (l *Lock) applyRenewal(x renewResult) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.renewing = false
+	if l.state != held {
+		return
+	}
+	switch {
+	case x.err != nil:
+		l.lastErr = x.err
+		// Retry soon, but not in a tight loop against a failing server.
+		l.renewAt = time.Now().Add(max(l.ttl/10, time.Millisecond))
+	case x.reply == 1:
+		l.confirmLocked(x.start)
+	default:
+		l.endLocked(lost, extendCause(x.reply))
+	}
+}
+
+func (l *Lock) validUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.valid
+}
+
+func (l *Lock) leaseMillis() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl.Milliseconds()
+}
+
+// schedule is a min-heap of locks by their next event; each lock is in it at
+// most once (heapIdx), so its size is the number of live locks.
+type schedule []*Lock
+
+func (s schedule) Len() int           { return len(s) }
+func (s schedule) Less(i, j int) bool { return s[i].heapAt.Before(s[j].heapAt) }
+func (s schedule) Swap(i, j int) {
+	s[i], s[j] = s[j], s[i]
+	s[i].heapIdx, s[j].heapIdx = i, j
+}
+func (s *schedule) Push(x any) {
+	l := x.(*Lock)
+	l.heapIdx = len(*s)
+	*s = append(*s, l)
+}
+func (s *schedule) Pop() any {
+	old := *s
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*s = old[:len(old)-1]
+	l.heapIdx = -1
+	return l
+}
+
+// at (re)schedules l for t.
+func (s *schedule) at(l *Lock, t time.Time) {
+	l.heapAt = t
+	if l.heapIdx >= 0 {
+		heap.Fix(s, l.heapIdx)
+		return
+	}
+	heap.Push(s, l)
+}
+
+// popDue removes the locks whose event has come, appends those due for
+// renewal to queue and reschedules every lock still held.
+func (s *schedule) popDue(now time.Time, queue []*Lock) []*Lock {
+	var again []*Lock
+	for len(*s) > 0 && !(*s)[0].heapAt.After(now) {
+		l := heap.Pop(s).(*Lock)
+		if l.due(now) {
+			queue = append(queue, l)
+		}
+		if l.isHeld() {
+			again = append(again, l)
+		}
+	}
+	for _, l := range again {
+		s.at(l, l.nextEvent())
+	}
+	return queue
+}
+
+func dropEnded(queue []*Lock) []*Lock {
+	kept := queue[:0]
+	for _, l := range queue {
+		if l.isHeld() {
+			kept = append(kept, l)
+		} else {
+			l.mu.Lock()
+			l.renewing = false
+			l.mu.Unlock()
+		}
+	}
+	return kept
+}
