@@ -160,12 +160,18 @@ func notObtained(key string, cause error) error {
 // keyNames are the Redis keys of one lock. The hash tag on the lock name puts
 // all of them in one Cluster slot, so one script can touch them all.
 type keyNames struct {
-	lock, fence, channel string
+	lock, fence, channel, queue, timeouts string
 }
 
 func (c *Client) names(key string) keyNames {
 	base := c.prefix + "{" + key + "}"
-	return keyNames{lock: base, fence: base + ":fence", channel: base + ":released"}
+	return keyNames{
+		lock:     base,               // hash: owner, count, fence, meta, since
+		fence:    base + ":fence",    // counter, never expires
+		channel:  base + ":released", // pub/sub: release and handoff notices
+		queue:    base + ":queue",    // list: fair-mode waiters in arrival order
+		timeouts: base + ":timeouts", // zset: fair-mode waiter -> deadline (ms)
+	}
 }
 
 // newToken returns 128 random bits; crypto/rand makes reuse practically
