@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ type Client struct {
 	rdb    redis.UniversalClient
 	prefix string
 	nilRDB bool
+	ack    replicaAck
 	closed atomic.Bool
 
 	mu      sync.Mutex
@@ -111,6 +113,9 @@ func (c *Client) prepare(key string, opts []Option) (lockConfig, error) {
 	if err := validateKey(key); err != nil {
 		return lockConfig{}, err
 	}
+	if err := c.ack.validate(c.rdb); err != nil {
+		return lockConfig{}, err
+	}
 	return buildLockConfig(opts)
 }
 
@@ -136,8 +141,9 @@ func (c *Client) attempt(ctx context.Context, key string, cfg lockConfig, token 
 		owner, reentrant = cfg.owner, "1"
 	}
 	start := time.Now()
-	res, err := acquireScript.Run(ctx, c.rdb, []string{names.lock, names.fence},
-		owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, time.Now().UnixMilli()).Int64Slice()
+	cmd, acked := c.ack.runAcked(ctx, c.rdb, acquireScript, []string{names.lock, names.fence},
+		owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, time.Now().UnixMilli())
+	res, err := cmd.Int64Slice()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, -1, notObtained(key, ctx.Err())
@@ -150,7 +156,18 @@ func (c *Client) attempt(ctx context.Context, key string, cfg lockConfig, token 
 	if res[0] == 0 {
 		return nil, time.Duration(res[1]) * time.Millisecond, fmt.Errorf("%w: %q is held by another owner", ErrNotObtained, key)
 	}
-	return newLock(c, key, names, token, owner, res[1], cfg, start), -1, nil
+	l := newLock(c, key, names, token, owner, res[1], cfg, start)
+	if !acked {
+		// The grant may not survive a failover: undo it rather than hand out
+		// a lock that a promoted replica would give to someone else too.
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, -1, fmt.Errorf("distlock: acquire %q: %w", key, ErrNotReplicated)
+	}
+	return l, -1, nil
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 func notObtained(key string, cause error) error {

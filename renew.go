@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +25,7 @@ var closedCause = fmt.Errorf("%w: %w", ErrLost, ErrClosed)
 // sends batches.
 type renewer struct {
 	rdb redis.UniversalClient
+	ack replicaAck
 
 	mu      sync.Mutex
 	pending []*Lock
@@ -39,15 +39,17 @@ type renewer struct {
 }
 
 type renewResult struct {
-	l     *Lock
-	start time.Time
-	reply int64 // 1 renewed, 0 gone, -1 taken
-	err   error
+	l       *Lock
+	start   time.Time
+	reply   int64 // 1 renewed, 0 gone, -1 taken
+	err     error
+	unacked bool // renewed on the master, but too few replicas acknowledged
 }
 
-func startRenewer(rdb redis.UniversalClient) *renewer {
+func startRenewer(rdb redis.UniversalClient, ack replicaAck) *renewer {
 	r := &renewer{
 		rdb:     rdb,
+		ack:     ack,
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -68,7 +70,7 @@ func (c *Client) track(l *Lock) {
 		return
 	}
 	if c.renewer == nil {
-		c.renewer = startRenewer(c.rdb)
+		c.renewer = startRenewer(c.rdb, c.ack)
 	}
 	r := c.renewer
 	c.mu.Unlock()
@@ -184,36 +186,43 @@ func (r *renewer) renewBatch(batch []*Lock) []renewResult {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	cmds := r.pipelineExtend(ctx, batch)
+	cmds, wait := r.pipelineExtend(ctx, batch)
 	if needsScriptLoad(cmds) {
 		// A restarted or failed-over server lost the script cache: load it
 		// once and repeat, rather than sending the full script per lock.
 		_ = extendScript.Load(ctx, r.rdb).Err()
 		start = time.Now()
-		cmds = r.pipelineExtend(ctx, batch)
+		cmds, wait = r.pipelineExtend(ctx, batch)
 	}
+	unacked := wait != nil && (wait.Err() != nil || wait.Val() < int64(r.ack.replicas))
 	res := make([]renewResult, len(batch))
 	for i, l := range batch {
 		v, err := cmds[i].Int64()
-		res[i] = renewResult{l: l, start: start, reply: v, err: err}
+		res[i] = renewResult{l: l, start: start, reply: v, err: err, unacked: unacked && v == 1}
 	}
 	return res
 }
 
-func (r *renewer) pipelineExtend(ctx context.Context, batch []*Lock) []*redis.Cmd {
+// pipelineExtend sends the batch's extends, and with replica
+// acknowledgement on, one WAIT after them that covers them all.
+func (r *renewer) pipelineExtend(ctx context.Context, batch []*Lock) ([]*redis.Cmd, *redis.IntCmd) {
 	cmds := make([]*redis.Cmd, len(batch))
+	var wait *redis.IntCmd
 	_, _ = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range batch {
 			cmds[i] = extendScript.EvalSha(ctx, p, []string{l.names.lock}, l.owner, l.fenceS, l.leaseMillis())
 		}
+		if r.ack.replicas > 0 {
+			wait = r.ack.queueWait(ctx, p)
+		}
 		return nil
 	})
-	return cmds
+	return cmds, wait
 }
 
 func needsScriptLoad(cmds []*redis.Cmd) bool {
 	for _, c := range cmds {
-		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if isNoScript(c.Err()) {
 			return true
 		}
 	}
@@ -272,6 +281,8 @@ func (l *Lock) applyRenewal(x renewResult) {
 		l.lastErr = x.err
 		// Retry soon, but not in a tight loop against a failing server.
 		l.renewAt = time.Now().Add(max(l.ttl/10, time.Millisecond))
+	case x.unacked:
+		l.endLocked(lost, notReplicatedCause)
 	case x.reply == 1:
 		l.confirmLocked(x.start)
 	default:

@@ -194,6 +194,10 @@ func (s *Server) LogTail() string {
 // StartReplica starts a server replicating s and waits until it is in sync.
 func (s *Server) StartReplica(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	// The default 5s delay before a diskless full sync would dominate tests.
+	if err := s.Client(t).ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
 	r := Start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Port)}, extra...)...)
 	c := r.Client(t)
 	deadline := time.Now().Add(startTimeout)
