@@ -1,0 +1,248 @@
+package distlock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/inspect.lua
+	inspectSource string
+	//go:embed lua/force_release.lua
+	forceReleaseSource string
+
+	inspectScript      = redis.NewScript(inspectSource)
+	forceReleaseScript = redis.NewScript(forceReleaseSource)
+)
+
+// LockInfo is a snapshot of one lock as Redis holds it, for status tools.
+type LockInfo struct {
+	// Key is the lock's name as given to Lock or TryLock.
+	Key string
+	// Owner is what Redis compares on release: the grant's token, or the
+	// WithOwner id of a reentrant lock. Empty when the lock is free.
+	Owner string
+	// Count is the number of holds (above 1 only for reentrant locks).
+	Count int64
+	// Fence is the fencing token of the current grant.
+	Fence int64
+	// Meta is the holder's metadata (WithMetadata; by default
+	// "host=<hostname> pid=<pid>").
+	Meta string
+	// Since is when the lock was granted, by the holder's clock; zero if
+	// unknown.
+	Since time.Time
+	// TTL is the lease left on the server.
+	TTL time.Duration
+	// Queued is the number of fair-mode waiters in line.
+	Queued int64
+	// Listening is the number of connections subscribed to the lock's
+	// release channel on the Redis node that holds the lock: waiters that
+	// are woken when it is released.
+	Listening int64
+}
+
+// Held reports whether the snapshot found the lock held.
+func (i LockInfo) Held() bool { return i.Owner != "" }
+
+// Inspect reads key's lock without changing it. A free lock gives a LockInfo
+// whose Held is false (waiters may still be counted).
+func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	if err := c.usable(); err != nil {
+		return LockInfo{}, err
+	}
+	if err := validateKey(key); err != nil {
+		return LockInfo{}, err
+	}
+	names := c.names(key)
+	res, err := inspectScript.Run(ctx, c.rdb, []string{names.lock, names.queue}, names.channel).Slice()
+	if err != nil {
+		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
+	}
+	info, err := parseLockInfo(key, res)
+	if err != nil {
+		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
+	}
+	return info, nil
+}
+
+// List returns the locks held now whose names match pattern, a Redis glob
+// ("*", "job:*", "backup-?"), sorted by name. It scans the keyspace (on
+// every master of a Cluster), so it is meant for operators, not hot paths.
+func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if pattern == "" {
+		pattern = "*"
+	}
+	match := globEscape(c.prefix) + "{" + pattern + "}"
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		found, err := c.scanLocks(ctx, node, match)
+		mu.Lock()
+		keys = append(keys, found...)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			return scan(ctx, node)
+		})
+	} else {
+		err = scan(ctx, c.rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("distlock: list %q: %w", pattern, err)
+	}
+	sort.Strings(keys)
+	infos := make([]LockInfo, 0, len(keys))
+	for i, key := range keys {
+		if i > 0 && key == keys[i-1] {
+			continue // SCAN may return a key twice
+		}
+		info, err := c.Inspect(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if info.Held() { // released since the scan
+			infos = append(infos, info)
+		}
+	}
+	return infos, nil
+}
+
+// scanLocks returns the names of the locks whose hashes match on one node.
+func (c *Client) scanLocks(ctx context.Context, node redis.Cmdable, match string) ([]string, error) {
+	var (
+		names  []string
+		cursor uint64
+	)
+	for {
+		keys, next, err := node.ScanType(ctx, cursor, match, 1000, "hash").Result()
+		if err != nil {
+			return names, err
+		}
+		for _, k := range keys {
+			if name, ok := c.lockName(k); ok {
+				names = append(names, name)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return names, nil
+		}
+	}
+}
+
+// lockName returns the lock name of a lock hash's Redis key. A name that
+// itself ends like a companion key ("x}:queue{y") is ambiguous with it and is
+// left out; lock names do not normally contain braces.
+func (c *Client) lockName(redisKey string) (string, bool) {
+	rest, ok := strings.CutPrefix(redisKey, c.prefix+"{")
+	if !ok || !strings.HasSuffix(rest, "}") {
+		return "", false
+	}
+	name := rest[:len(rest)-1]
+	for _, suffix := range []string{"}:fence", "}:queue", "}:timeouts", "}:released"} {
+		if strings.Contains(name, suffix) {
+			return "", false
+		}
+	}
+	return name, validateKey(name) == nil
+}
+
+// ForceRelease deletes key's lock whoever holds it and wakes its waiters; it
+// returns what it removed, or ErrNotHeld when the lock was free. It is an
+// administrative escape hatch for a lock whose holder is known dead: a live
+// holder only learns at its next renewal (Lost fires then), and may act
+// without the lock until it does, so protect resources with fences.
+func (c *Client) ForceRelease(ctx context.Context, key string) (LockInfo, error) {
+	if err := c.usable(); err != nil {
+		return LockInfo{}, err
+	}
+	if err := validateKey(key); err != nil {
+		return LockInfo{}, err
+	}
+	names := c.names(key)
+	res, err := forceReleaseScript.Run(ctx, c.rdb, []string{names.lock}, names.channel).Slice()
+	if err != nil {
+		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
+	}
+	if len(res) == 0 {
+		return LockInfo{Key: key}, ErrNotHeld
+	}
+	info, err := parseLockInfo(key, res)
+	if err != nil {
+		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
+	}
+	return info, nil
+}
+
+// parseLockInfo reads {owner, count, fence, meta, since, pttl[, queued,
+// listening]} as the inspect and force_release scripts return it.
+func parseLockInfo(key string, res []any) (LockInfo, error) {
+	if len(res) < 6 {
+		return LockInfo{}, fmt.Errorf("unexpected reply %v", res)
+	}
+	info := LockInfo{Key: key}
+	var errs []error
+	num := func(v any) int64 {
+		switch v := v.(type) {
+		case nil:
+			return 0
+		case int64:
+			return v
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("bad number %q", v))
+			}
+			return n
+		}
+		errs = append(errs, fmt.Errorf("unexpected value %v (%T)", v, v))
+		return 0
+	}
+	info.Owner, _ = res[0].(string)
+	if info.Held() {
+		info.Count = num(res[1])
+		info.Fence = num(res[2])
+		info.Meta, _ = res[3].(string)
+		if ms := num(res[4]); ms > 0 {
+			info.Since = time.UnixMilli(ms)
+		}
+		if ms := num(res[5]); ms > 0 {
+			info.TTL = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if len(res) >= 8 {
+		info.Queued = num(res[6])
+		info.Listening = num(res[7])
+	}
+	return info, errors.Join(errs...)
+}
+
+// globEscape quotes the characters that are special in a Redis glob.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

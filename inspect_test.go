@@ -1,0 +1,184 @@
+package distlock_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+func TestInspectHeldAndFree(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	before := time.Now().Add(-time.Second) // holder clock = ours, ms precision
+	l, err := c.TryLock(ctx, "job", distlock.WithTTL(5*time.Second), distlock.WithMetadata("host=h1 pid=42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	sub := rdb.Subscribe(ctx, "distlock:{job}:released")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
+		t.Fatal(err)
+	}
+	rdb.RPush(ctx, "distlock:{job}:queue", "w1", "w2")
+
+	info, err := c.Inspect(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held() || info.Key != "job" || info.Owner != l.Token() || info.Fence != l.Fence() ||
+		info.Count != 1 || info.Meta != "host=h1 pid=42" {
+		t.Fatalf("Inspect = %+v, want held by %s fence %d", info, l.Token(), l.Fence())
+	}
+	if info.TTL <= 0 || info.TTL > 5*time.Second {
+		t.Fatalf("TTL %v, want in (0, 5s]", info.TTL)
+	}
+	if info.Since.Before(before) || info.Since.After(time.Now()) {
+		t.Fatalf("Since %v, want about now", info.Since)
+	}
+	if info.Queued != 2 || info.Listening != 1 {
+		t.Fatalf("Queued %d Listening %d, want 2 and 1", info.Queued, info.Listening)
+	}
+
+	free, err := c.Inspect(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free.Held() || free.Key != "other" || free.Fence != 0 || free.TTL != 0 {
+		t.Fatalf("Inspect of a free lock = %+v", free)
+	}
+	if _, err := c.Inspect(ctx, ""); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Fatalf("Inspect(\"\"): %v, want ErrInvalidKey", err)
+	}
+}
+
+func TestInspectReentrantCount(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	for range 3 {
+		if _, err := c.TryLock(ctx, "re", distlock.WithOwner("worker-7")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := c.Inspect(ctx, "re")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Owner != "worker-7" || info.Count != 3 {
+		t.Fatalf("owner %q count %d, want worker-7 and 3", info.Owner, info.Count)
+	}
+}
+
+func TestListMatchesLockHashesOnly(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	for _, k := range []string{"job:a", "job:b", "backup", "job:c"} {
+		if _, err := c.TryLock(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := c.TryLock(ctx, "job:gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil { // leaves its :fence counter behind
+		t.Fatal(err)
+	}
+	rdb.Set(ctx, "distlock:{job:string}", "not a lock", 0)
+	rdb.RPush(ctx, "distlock:{job:a}:queue", "w")
+	rdb.HSet(ctx, "other:{job:x}", "owner", "o") // another prefix
+
+	got := func(pattern string) string {
+		t.Helper()
+		infos, err := c.List(ctx, pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := make([]string, len(infos))
+		for i, in := range infos {
+			if !in.Held() || in.Fence == 0 {
+				t.Fatalf("List returned %+v", in)
+			}
+			names[i] = in.Key
+		}
+		return strings.Join(names, ",")
+	}
+	if s := got("job:*"); s != "job:a,job:b,job:c" {
+		t.Fatalf("List(job:*) = %s", s)
+	}
+	if s := got(""); s != "backup,job:a,job:b,job:c" {
+		t.Fatalf("List(\"\") = %s", s)
+	}
+	if s := got("nothing*"); s != "" {
+		t.Fatalf("List(nothing*) = %s", s)
+	}
+}
+
+func TestListManyLocks(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	const n = 2500 // more than one SCAN page
+	for i := range n {
+		if _, err := c.TryLock(ctx, fmt.Sprintf("bulk:%04d", i), distlock.WithoutRenewal(), distlock.WithTTL(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	infos, err := c.List(ctx, "bulk:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != n || infos[0].Key != "bulk:0000" || infos[n-1].Key != fmt.Sprintf("bulk:%04d", n-1) {
+		t.Fatalf("List returned %d locks, want %d sorted", len(infos), n)
+	}
+}
+
+func TestForceRelease(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.TryLock(ctx, "stuck", distlock.WithTTL(900*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := rdb.Subscribe(ctx, "distlock:{stuck}:released")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	removed, err := c.ForceRelease(ctx, "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed.Owner != l.Token() || removed.Fence != l.Fence() || removed.TTL <= 0 {
+		t.Fatalf("ForceRelease returned %+v", removed)
+	}
+	if n := rdb.Exists(ctx, "distlock:{stuck}").Val(); n != 0 {
+		t.Fatal("lock hash still exists")
+	}
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatalf("waiters not told: %v", err)
+	}
+	if msg.Payload != fmt.Sprint(l.Fence()) {
+		t.Fatalf("release notice %q, want the fence %d", msg.Payload, l.Fence())
+	}
+	// The holder learns at its next renewal, a third of the TTL later.
+	select {
+	case <-l.Lost():
+		if !errors.Is(l.Err(), distlock.ErrLost) {
+			t.Fatalf("Err = %v", l.Err())
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("holder did not see the forced release")
+	}
+	if _, err := c.TryLock(ctx, "stuck"); err != nil {
+		t.Fatalf("lock not free after ForceRelease: %v", err)
+	}
+	if _, err := c.ForceRelease(ctx, "free"); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("ForceRelease of a free lock: %v, want ErrNotHeld", err)
+	}
+}
