@@ -170,6 +170,20 @@ func (c *Client) lockName(redisKey string) (string, bool) {
 // holder only learns at its next renewal (Lost fires then), and may act
 // without the lock until it does, so protect resources with fences.
 func (c *Client) ForceRelease(ctx context.Context, key string) (LockInfo, error) {
+	return c.forceRelease(ctx, key, 0)
+}
+
+// ForceReleaseGrant is ForceRelease limited to the grant with the given
+// fence, as shown by Inspect: if the lock was released and taken again in
+// between, it changes nothing and returns ErrNotHeld with the current holder.
+func (c *Client) ForceReleaseGrant(ctx context.Context, key string, fence int64) (LockInfo, error) {
+	if fence <= 0 {
+		return LockInfo{}, fmt.Errorf("%w: fence must be positive, got %d", ErrInvalidOption, fence)
+	}
+	return c.forceRelease(ctx, key, fence)
+}
+
+func (c *Client) forceRelease(ctx context.Context, key string, fence int64) (LockInfo, error) {
 	if err := c.usable(); err != nil {
 		return LockInfo{}, err
 	}
@@ -177,22 +191,26 @@ func (c *Client) ForceRelease(ctx context.Context, key string) (LockInfo, error)
 		return LockInfo{}, err
 	}
 	names := c.names(key)
-	res, err := forceReleaseScript.Run(ctx, c.rdb, []string{names.lock}, names.channel).Slice()
+	res, err := forceReleaseScript.Run(ctx, c.rdb, []string{names.lock}, names.channel, fence).Slice()
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}
 	if len(res) == 0 {
-		return LockInfo{Key: key}, ErrNotHeld
+		return LockInfo{Key: key}, fmt.Errorf("%w: %q is free", ErrNotHeld, key)
 	}
 	info, err := parseLockInfo(key, res)
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}
+	if removed, _ := res[len(res)-1].(int64); removed != 1 {
+		return info, fmt.Errorf("%w: %q is now held with fence %d, not %d", ErrNotHeld, key, info.Fence, fence)
+	}
 	return info, nil
 }
 
-// parseLockInfo reads {owner, count, fence, meta, since, pttl[, queued,
-// listening]} as the inspect and force_release scripts return it.
+// parseLockInfo reads {owner, count, fence, meta, since, pttl, ...} as the
+// inspect and force_release scripts return it; inspect appends {queued,
+// listening}.
 func parseLockInfo(key string, res []any) (LockInfo, error) {
 	if len(res) < 6 {
 		return LockInfo{}, fmt.Errorf("unexpected reply %v", res)
@@ -227,7 +245,7 @@ func parseLockInfo(key string, res []any) (LockInfo, error) {
 			info.TTL = time.Duration(ms) * time.Millisecond
 		}
 	}
-	if len(res) >= 8 {
+	if len(res) == 8 {
 		info.Queued = num(res[6])
 		info.Listening = num(res[7])
 	}

@@ -182,3 +182,28 @@ func TestForceRelease(t *testing.T) {
 		t.Fatalf("ForceRelease of a free lock: %v, want ErrNotHeld", err)
 	}
 }
+
+func TestForceReleaseGrantChecksFence(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	l, err := c.TryLock(ctx, "grant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.ForceReleaseGrant(ctx, "grant", l.Fence()+1)
+	if !errors.Is(err, distlock.ErrNotHeld) || info.Fence != l.Fence() {
+		t.Fatalf("ForceReleaseGrant with another fence: %+v, %v; want ErrNotHeld and the current holder", info, err)
+	}
+	if now, _ := c.Inspect(ctx, "grant"); now.Fence != l.Fence() {
+		t.Fatalf("lock changed: %+v", now)
+	}
+	if _, err := c.ForceReleaseGrant(ctx, "grant", l.Fence()); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := c.Inspect(ctx, "grant"); now.Held() {
+		t.Fatalf("still held: %+v", now)
+	}
+	if _, err := c.ForceReleaseGrant(ctx, "grant", 0); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("fence 0: %v, want ErrInvalidOption", err)
+	}
+}
