@@ -1,0 +1,191 @@
+package distlock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrStaleFence is returned by a FenceGuard write whose fence is below the
+// highest fence the resource has already accepted: the writer's lock was
+// lost, and a later holder has written since. Nothing was written.
+var ErrStaleFence = errors.New("distlock: stale fence")
+
+var (
+	//go:embed lua/guard_set.lua
+	guardSetSource string
+	//go:embed lua/guard_hset.lua
+	guardHSetSource string
+	//go:embed lua/guard_run.lua
+	guardRunSource string
+
+	guardSetScript  = redis.NewScript(guardSetSource)
+	guardHSetScript = redis.NewScript(guardHSetSource)
+)
+
+// guardPrefix starts the name of every fence marker key.
+const guardPrefix = "distlock:guard:"
+
+// FenceGuard writes to Redis keys on behalf of lock holders, accepting a
+// write only if its fence (Lock.Fence) is at least the highest fence the
+// key has seen, in the same atomic script as the write. A holder that was
+// paused past its lease, and so missed its loss signal, gets ErrStaleFence
+// instead of overwriting the next holder's work.
+//
+// The highest fence of a key K is kept in a marker key, FenceMarker(K), that
+// never expires, so a stale holder stays refused even after K is deleted or
+// expires. The marker shares K's Redis Cluster slot, so guarded writes work
+// on Cluster: with T the hash tag of K (the text between its first '{' and
+// the next '}') or K itself if it has none, the marker is
+// "distlock:guard:{T}:K". Every key a GuardedScript touches must be in the
+// slot of its first key, as for any Redis script.
+type FenceGuard struct {
+	rdb redis.Scripter
+}
+
+// NewFenceGuard returns a guard that writes through rdb, a client (not a
+// pipeline: a pipelined write would report ErrStaleFence as a plain Redis
+// error). A nil rdb gives a guard whose methods return ErrNilClient.
+func NewFenceGuard(rdb redis.Scripter) *FenceGuard {
+	return &FenceGuard{rdb: rdb}
+}
+
+// Set sets the string key to value, with expiry ttl (0: none), if fence is
+// not stale for key.
+func (g *FenceGuard) Set(ctx context.Context, fence int64, key string, value any, ttl time.Duration) error {
+	marker, err := g.check(fence, key)
+	if err != nil {
+		return err
+	}
+	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
+		return fmt.Errorf("%w: %v is neither 0 nor at least 1ms", ErrInvalidTTL, ttl)
+	}
+	err = guardSetScript.Run(ctx, g.rdb, []string{marker, key}, fence, value, ttl.Milliseconds()).Err()
+	return guardErr(err, "set", key, fence)
+}
+
+// HSet sets field of the hash key to value if fence is not stale for key.
+// The fence is per hash, not per field: a hash is one resource.
+func (g *FenceGuard) HSet(ctx context.Context, fence int64, key, field string, value any) error {
+	marker, err := g.check(fence, key)
+	if err != nil {
+		return err
+	}
+	err = guardHSetScript.Run(ctx, g.rdb, []string{marker, key}, fence, field, value).Err()
+	return guardErr(err, "hset", key, fence)
+}
+
+// Run runs s with keys and args if fence is not stale for keys[0], and
+// returns its reply. The fence check, the body and the marker update are one
+// script call; the marker advances only if the body returns without error.
+func (g *FenceGuard) Run(ctx context.Context, s *GuardedScript, fence int64, keys []string, args ...any) *redis.Cmd {
+	if s == nil || len(keys) == 0 {
+		return failedCmd(ctx, fmt.Errorf("%w: a guarded script needs a script and at least one key", ErrInvalidOption))
+	}
+	marker, err := g.check(fence, keys[0])
+	if err != nil {
+		return failedCmd(ctx, err)
+	}
+	cmd := s.script.Run(ctx, g.rdb, append([]string{marker}, keys...), append([]any{fence}, args...)...)
+	if err := staleFence(cmd.Err(), "script on", keys[0], fence); err != nil {
+		cmd.SetErr(err)
+	}
+	return cmd
+}
+
+// GuardedScript is a Lua script body for FenceGuard.Run. Create it once, as
+// with redis.NewScript: it is sent by its SHA1 after the first call.
+type GuardedScript struct {
+	script *redis.Script
+}
+
+// NewGuardedScript wraps body, Lua code that sees its own KEYS and ARGV (as
+// passed to Run) and may return a value, into a script that runs it only
+// after the fence check. The body must not be a Redis function or carry a
+// shebang line.
+func NewGuardedScript(body string) *GuardedScript {
+	src := "local function guarded_body(KEYS, ARGV)\n" + body + "\nend\n" + guardRunSource
+	return &GuardedScript{script: redis.NewScript(src)}
+}
+
+// FenceMarker returns the key where a FenceGuard keeps the highest fence
+// accepted for key (see FenceGuard). It returns ErrInvalidKey for an empty
+// key, and for a key with a '}' but no hash tag, whose slot no marker name
+// can be made to share.
+func FenceMarker(key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	tag := hashTag(key)
+	if tag == key && strings.Contains(key, "}") {
+		return "", fmt.Errorf("%w: %q has a '}' but no hash tag; give it one, e.g. {%s}", ErrInvalidKey, key, strings.ReplaceAll(key, "}", ""))
+	}
+	return guardPrefix + "{" + tag + "}:" + key, nil
+}
+
+// hashTag returns what Redis Cluster hashes for key: the text between the
+// first '{' and the next '}' if that is not empty, else the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+func (g *FenceGuard) check(fence int64, key string) (string, error) {
+	if g == nil || isNilScripter(g.rdb) {
+		return "", ErrNilClient
+	}
+	if fence <= 0 {
+		return "", fmt.Errorf("%w: fence %d is not positive (fences start at 1)", ErrInvalidOption, fence)
+	}
+	return FenceMarker(key)
+}
+
+func isNilScripter(rdb redis.Scripter) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// guardErr returns ErrStaleFence for the scripts' stale-fence reply and wraps
+// any other error.
+func guardErr(err error, op, key string, fence int64) error {
+	if err == nil {
+		return nil
+	}
+	if serr := staleFence(err, op, key, fence); serr != nil {
+		return serr
+	}
+	return fmt.Errorf("distlock: guarded %s %q: %w", op, key, err)
+}
+
+// staleFence turns the "STALEFENCE <highest>" error reply of the guard
+// scripts into ErrStaleFence; for any other err it returns nil.
+func staleFence(err error, op, key string, fence int64) error {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return nil
+	}
+	high, ok := strings.CutPrefix(rerr.Error(), "STALEFENCE ")
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %q with fence %d, below %s", ErrStaleFence, op, key, fence, high)
+}
+
+func failedCmd(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
+}
