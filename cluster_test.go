@@ -1,0 +1,371 @@
+package distlock_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+)
+
+// clusterLocks is a distlock Client on a cluster client seeded with every
+// node, closed when the test ends.
+func clusterLocks(t *testing.T, cl *redistest.Cluster) *distlock.Client {
+	t.Helper()
+	c := distlock.New(cl.Client(t))
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// namesOnDistinctMasters returns one lock name per master, each served by a
+// different master.
+func namesOnDistinctMasters(t *testing.T, cl *redistest.Cluster, prefix string) []string {
+	t.Helper()
+	masters := cl.Masters(t)
+	seen := map[*redistest.Server]string{}
+	for i := 0; len(seen) < len(masters) && i < 1000; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		m := cl.MasterOf(t, distlock.DefaultPrefix+"{"+name+"}")
+		if _, ok := seen[m]; !ok {
+			seen[m] = name
+		}
+	}
+	if len(seen) < len(masters) {
+		t.Fatalf("found names for only %d of %d masters", len(seen), len(masters))
+	}
+	names := make([]string, 0, len(seen))
+	for _, n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestClusterLocksSpreadAcrossMasters(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c := clusterLocks(t, cl)
+	ctx := ctxT(t, 30*time.Second)
+	const n = 300
+	locks := make([]*distlock.Lock, n)
+	for i := range locks {
+		l, err := c.TryLock(ctx, fmt.Sprintf("job-%d", i), distlock.WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatalf("TryLock job-%d: %v", i, err)
+		}
+		if l.Fence() != 1 {
+			t.Fatalf("job-%d: first fence %d, want 1", i, l.Fence())
+		}
+		locks[i] = l
+	}
+
+	// Where each key really is: scan every master.
+	where := map[string]*redistest.Server{}
+	perMaster := map[*redistest.Server]int{}
+	for _, m := range cl.Masters(t) {
+		keys, err := m.Client(t).Keys(ctx, distlock.DefaultPrefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if prev, dup := where[k]; dup {
+				t.Fatalf("%s on both %s and %s", k, prev.Addr, m.Addr)
+			}
+			where[k] = m
+			if !strings.HasSuffix(k, ":fence") {
+				perMaster[m]++
+			}
+		}
+	}
+	if len(where) != 2*n {
+		t.Fatalf("found %d keys on the masters, want %d (a hash and a fence counter per lock)", len(where), 2*n)
+	}
+	var counts []string
+	for _, m := range cl.Masters(t) {
+		if perMaster[m] == 0 {
+			t.Fatalf("master %s holds no lock: locks are not spread", m.Addr)
+		}
+		counts = append(counts, fmt.Sprintf("%s=%d", m.Addr, perMaster[m]))
+	}
+	t.Logf("%d locks per master: %s", n, strings.Join(counts, " "))
+
+	for i, l := range locks {
+		hash := distlock.DefaultPrefix + "{" + l.Key() + "}"
+		fence := hash + ":fence"
+		if where[hash] == nil || where[hash] != where[fence] {
+			t.Fatalf("job-%d: hash on %v, fence counter on %v: want one node", i, where[hash], where[fence])
+		}
+		if a, b := cl.Slot(t, hash), cl.Slot(t, fence); a != b {
+			t.Fatalf("job-%d: hash in slot %d, fence counter in slot %d", i, a, b)
+		}
+	}
+
+	for _, l := range locks {
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release %s: %v", l.Key(), err)
+		}
+	}
+	// Released everywhere; the counters stay so that fences never repeat.
+	for i := range 30 {
+		l, err := c.TryLock(ctx, fmt.Sprintf("job-%d", i))
+		if err != nil {
+			t.Fatalf("TryLock after release: %v", err)
+		}
+		if l.Fence() != 2 {
+			t.Fatalf("job-%d: second fence %d, want 2", i, l.Fence())
+		}
+	}
+}
+
+func TestClusterMutualExclusionAndFences(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	names := namesOnDistinctMasters(t, cl, "counter")
+	// Two Clients on two cluster clients: two processes' worth of state.
+	clients := []*distlock.Client{clusterLocks(t, cl), clusterLocks(t, cl)}
+	rdb := cl.Client(t)
+	ctx := ctxT(t, 60*time.Second)
+	const workers, rounds = 4, 15
+
+	type record struct {
+		mu     sync.Mutex
+		fences []int64
+		inside atomic.Int32
+		overl  atomic.Int32
+	}
+	recs := map[string]*record{}
+	for _, name := range names {
+		recs[name] = &record{}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names)*workers)
+	for _, name := range names {
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, rec := clients[w%2], recs[name]
+				counter := "count{" + name + "}" // same slot as the lock
+				for range rounds {
+					l, err := c.Lock(ctx, name)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if rec.inside.Add(1) != 1 {
+						rec.overl.Add(1)
+					}
+					rec.mu.Lock()
+					rec.fences = append(rec.fences, l.Fence())
+					rec.mu.Unlock()
+					v, _ := rdb.Get(ctx, counter).Int()
+					time.Sleep(200 * time.Microsecond) // widen the read-modify-write window
+					rdb.Set(ctx, counter, v+1, 0)
+					rec.inside.Add(-1)
+					if err := l.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		rec := recs[name]
+		if o := rec.overl.Load(); o != 0 {
+			t.Errorf("%s: %d overlapping holds", name, o)
+		}
+		if v, _ := rdb.Get(ctx, "count{"+name+"}").Int(); v != workers*rounds {
+			t.Errorf("%s: counter %d, want %d", name, v, workers*rounds)
+		}
+		// Recorded under the lock, so in grant order.
+		for i := 1; i < len(rec.fences); i++ {
+			if rec.fences[i] <= rec.fences[i-1] {
+				t.Fatalf("%s: fence %d after %d", name, rec.fences[i], rec.fences[i-1])
+			}
+		}
+		t.Logf("%s on %s: %d grants, fences %d..%d", name,
+			cl.MasterOf(t, distlock.DefaultPrefix+"{"+name+"}").Addr, len(rec.fences), rec.fences[0], rec.fences[len(rec.fences)-1])
+	}
+}
+
+// TestClusterWaiterOnOtherNode: the waiter's client first talks to a master
+// that does not serve the lock's slot; it still gets the lock promptly once
+// the holder releases it.
+func TestClusterWaiterOnOtherNode(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	const name = "wake"
+	home := cl.MasterOf(t, distlock.DefaultPrefix+"{"+name+"}")
+	var seed *redistest.Server
+	for _, m := range cl.Masters(t) {
+		if m != home {
+			seed = m
+			break
+		}
+	}
+	holder := clusterLocks(t, cl)
+	waiter := distlock.New(cl.ClientVia(t, seed))
+	t.Cleanup(func() { waiter.Close() })
+	ctx := ctxT(t, 30*time.Second)
+
+	const rounds = 5
+	var lat []time.Duration
+	for i := range rounds {
+		l, err := holder.TryLock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		werr := make(chan error, 1)
+		go func() {
+			wl, err := waiter.Lock(ctx, name)
+			at := time.Now()
+			if err != nil {
+				werr <- err
+				return
+			}
+			got <- at
+			if wl.Fence() <= l.Fence() {
+				werr <- fmt.Errorf("waiter fence %d not above holder fence %d", wl.Fence(), l.Fence())
+				return
+			}
+			werr <- wl.Release(ctx)
+		}()
+		time.Sleep(300 * time.Millisecond) // the holder's work; the waiter is waiting meanwhile
+		select {
+		case <-got:
+			t.Fatalf("round %d: waiter got the lock while it was held", i)
+		default:
+		}
+		released := time.Now()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case at := <-got:
+			lat = append(lat, at.Sub(released))
+		case err := <-werr:
+			t.Fatalf("round %d: waiter: %v", i, err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: waiter did not get the lock within 5s of the release", i)
+		}
+		if err := <-werr; err != nil {
+			t.Fatalf("round %d: waiter: %v", i, err)
+		}
+	}
+	sorted := slices.Clone(lat)
+	slices.Sort(sorted)
+	median := sorted[len(sorted)/2]
+	t.Logf("waiter via %s, lock on %s: release→grant %v (median %v)", seed.Addr, home.Addr, lat, median)
+	// Polling alone wakes within the default backoff cap (100ms); an event
+	// wake-up takes about a round trip. The bounds hold for both, with
+	// margin for a busy machine, and catch a waiter that is not woken at all
+	// until some longer timeout.
+	if median >= 100*time.Millisecond {
+		t.Fatalf("median release→grant %v, want < 100ms", median)
+	}
+	if worst := sorted[len(sorted)-1]; worst >= 250*time.Millisecond {
+		t.Fatalf("worst release→grant %v, want < 250ms", worst)
+	}
+}
+
+// TestClusterSlotMigrationKeepsLock: a held lock's keys move with their slot
+// (MIGRATE keeps the lease), so the lock stays held and exclusive, and the
+// fence counter moves too, so fences keep increasing.
+func TestClusterSlotMigrationKeepsLock(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c, other := clusterLocks(t, cl), clusterLocks(t, cl)
+	ctx := ctxT(t, 30*time.Second)
+	const name = "migrating"
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	l, err := c.TryLock(ctx, name, distlock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := cl.MasterOf(t, hash)
+	var to *redistest.Server
+	for _, m := range cl.Masters(t) {
+		if m != from {
+			to = m
+			break
+		}
+	}
+	cl.MoveSlot(t, cl.Slot(t, hash), to)
+	if cl.MasterOf(t, hash) != to {
+		t.Fatalf("slot did not move to %s", to.Addr)
+	}
+	toRDB := to.Client(t)
+	if n, _ := toRDB.Exists(ctx, hash, hash+":fence").Result(); n != 2 {
+		t.Fatalf("%d of the lock's 2 keys on the new owner %s", n, to.Addr)
+	}
+	ttl, err := l.TTL(ctx)
+	if err != nil || ttl <= 0 || ttl > 10*time.Second {
+		t.Fatalf("TTL after migration: %v, %v", ttl, err)
+	}
+	if _, err := other.TryLock(ctx, name); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("second owner after migration: got %v, want ErrNotObtained", err)
+	}
+	if err := l.Extend(ctx, 10*time.Second); err != nil {
+		t.Fatalf("Extend after migration: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release after migration: %v", err)
+	}
+	next, err := other.TryLock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Fence() <= l.Fence() {
+		t.Fatalf("fence after migration %d, before %d", next.Fence(), l.Fence())
+	}
+	t.Logf("slot moved %s→%s; lock kept (ttl %v), fences %d then %d", from.Addr, to.Addr, ttl, l.Fence(), next.Fence())
+}
+
+// TestClusterFailoverKeepsReplicatedLock: a coordinated failover (CLUSTER
+// FAILOVER, the replica catches up first) keeps a lock and its fence
+// counter. An uncoordinated failover after a master crash has no such
+// guarantee: see the "Choosing a deployment" README section.
+func TestClusterFailoverKeepsReplicatedLock(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	c, other := clusterLocks(t, cl), clusterLocks(t, cl)
+	ctx := ctxT(t, 30*time.Second)
+	const name = "failing-over"
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	l, err := c.TryLock(ctx, name, distlock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := cl.MasterOf(t, hash)
+	start := time.Now()
+	promoted := cl.Failover(t, old)
+	t.Logf("failover %s→%s in %v", old.Addr, promoted.Addr, time.Since(start))
+	if cl.MasterOf(t, hash) != promoted {
+		t.Fatalf("slot not served by the promoted replica %s", promoted.Addr)
+	}
+	if _, err := other.TryLock(ctx, name); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("second owner after failover: got %v, want ErrNotObtained", err)
+	}
+	if _, err := l.TTL(ctx); err != nil {
+		t.Fatalf("TTL after failover: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release after failover: %v", err)
+	}
+	next, err := other.TryLock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Fence() <= l.Fence() {
+		t.Fatalf("fence after failover %d, before %d", next.Fence(), l.Fence())
+	}
+}
