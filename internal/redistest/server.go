@@ -199,11 +199,14 @@ func (s *Server) StartReplica(t testing.TB, extra ...string) *Server {
 		t.Fatalf("redistest: %v", err)
 	}
 	r := Start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Port)}, extra...)...)
-	c := r.Client(t)
+	c, m := r.Client(t), s.Client(t)
 	deadline := time.Now().Add(startTimeout)
 	for {
 		info, _ := c.Info(context.Background(), "replication").Result()
-		if strings.Contains(info, "master_link_status:up") {
+		minfo, _ := m.Info(context.Background(), "replication").Result()
+		// Both sides must agree: WAIT counts only replicas the master sees online.
+		if strings.Contains(info, "master_link_status:up") && strings.Contains(minfo, "port="+strconv.Itoa(r.Port)+",state=online") &&
+			replicated(m) {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -211,6 +214,18 @@ func (s *Server) StartReplica(t testing.TB, extra ...string) *Server {
 		}
 		time.Sleep(10 * time.Millisecond) // polling replication state
 	}
+}
+
+// replicated reports whether a fresh write reaches a replica: right after a
+// sync, replicas can take a few hundred ms to acknowledge anything.
+func replicated(m *redis.Client) bool {
+	ctx := context.Background()
+	if err := m.Incr(ctx, "redistest:sync").Err(); err != nil {
+		return false
+	}
+	ok := m.Wait(ctx, 1, 100*time.Millisecond).Val() >= 1
+	m.Del(ctx, "redistest:sync")
+	return ok
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
