@@ -26,6 +26,8 @@ func runHelper(mode string) int {
 		err = helperHold(c)
 	case "fences":
 		err = helperFences(c)
+	case "pausedwriter":
+		err = helperPausedWriter(c, rdb)
 	default:
 		err = fmt.Errorf("unknown helper mode %q", mode)
 	}

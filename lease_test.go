@@ -1,0 +1,412 @@
+package distlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+// TestPausedHolderIsFenced freezes a holder process with SIGSTOP between its
+// read and its write, for twice its lease. Meanwhile this process takes the
+// lock and debits the balance. The resumed holder then writes what it
+// computed before the pause: without the guard that silently overwrites the
+// other debit (the lost update the pause causes); with it, the write is
+// refused with ErrStaleFence.
+func TestPausedHolderIsFenced(t *testing.T) {
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guard=%v", guarded), func(t *testing.T) {
+			testPausedHolder(t, guarded)
+		})
+	}
+}
+
+func testPausedHolder(t *testing.T, guarded bool) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 15*time.Second)
+	const ttl = 500 * time.Millisecond
+	rdb.Set(ctx, "balance", 100, 0)
+	guardEnv := "DISTLOCK_GUARD=0"
+	if guarded {
+		guardEnv = "DISTLOCK_GUARD=1"
+	}
+	holder, resume := startHelperIn(t, "pausedwriter", "DISTLOCK_ADDR="+srv.Addr,
+		"DISTLOCK_KEY=account", "DISTLOCK_TTL="+ttl.String(), guardEnv)
+	staleFence, _ := strconv.ParseInt(holder.expect(t, "fence=", 5*time.Second), 10, 64)
+	if read := holder.expect(t, "read=", 5*time.Second); read != "100" {
+		t.Fatalf("holder read balance %s, want 100", read)
+	}
+
+	// The holder has read 100 and means to write 70. Freeze it there.
+	if err := holder.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	defer holder.cmd.Process.Signal(syscall.SIGCONT) // never leave it frozen
+
+	l, err := c.Lock(ctx, "account") // granted when the frozen holder's lease runs out
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() <= staleFence {
+		t.Fatalf("new fence %d not above the frozen holder's %d", l.Fence(), staleFence)
+	}
+	bal, _ := rdb.Get(ctx, "balance").Int()
+	if guarded {
+		err = distlock.NewFenceGuard(rdb).Set(ctx, l.Fence(), "balance", bal-50, 0)
+	} else {
+		err = rdb.Set(ctx, "balance", bal-50, 0).Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("took the lock %v after freezing the holder (its ttl %v)", time.Since(stopped).Round(time.Millisecond), ttl)
+
+	time.Sleep(time.Until(stopped.Add(2 * ttl))) // the pause lasts 2×TTL, as a long GC or VM stall would
+	if err := holder.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(resume, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+
+	write := holder.expect(t, "write=", 5*time.Second)
+	release := holder.expect(t, "release=", 5*time.Second)
+	lost := holder.expect(t, "lost=", 5*time.Second)
+	holder.wait(t, 5*time.Second)
+	t.Logf("resumed holder: write=%s release=%s lost=%s", write, release, lost)
+
+	if release != "ErrNotHeld" {
+		t.Errorf("stale holder's Release: %s, want ErrNotHeld", release)
+	}
+	if !strings.HasPrefix(lost, "fired") {
+		t.Errorf("stale holder's Lost(): %s, want fired", lost)
+	}
+	if owner := rdb.HGet(ctx, "distlock:{account}", "owner").Val(); owner != l.Token() {
+		t.Errorf("after the stale Release the lock's owner is %q, want this process's token", owner)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("current holder's Release: %v", err)
+	}
+	final, _ := rdb.Get(ctx, "balance").Int()
+	if guarded {
+		if write != "ErrStaleFence" {
+			t.Errorf("stale holder's guarded write: %s, want ErrStaleFence", write)
+		}
+		if final != 50 {
+			t.Errorf("balance %d, want 50: the stale write went through", final)
+		}
+	} else {
+		if write != "ok" {
+			t.Errorf("stale holder's unguarded write: %s, want ok", write)
+		}
+		if final != 70 {
+			t.Errorf("balance %d, want 70 (the new holder's debit overwritten); the run does not show the harm", final)
+		}
+	}
+}
+
+// helperPausedWriter takes DISTLOCK_KEY, reads "balance", waits for a line
+// on stdin (the test freezes it meanwhile) and then writes balance-30, with
+// the fence guard if DISTLOCK_GUARD=1. It reports write, release and loss.
+func helperPausedWriter(c *distlock.Client, rdb *redis.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := c.Lock(ctx, os.Getenv("DISTLOCK_KEY"), distlock.WithTTL(envDuration("DISTLOCK_TTL", time.Second)))
+	if err != nil {
+		return err
+	}
+	bal, err := rdb.Get(ctx, "balance").Int()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fence=%d\nread=%d\n", l.Fence(), bal)
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+	if os.Getenv("DISTLOCK_GUARD") == "1" {
+		err = distlock.NewFenceGuard(rdb).Set(ctx, l.Fence(), "balance", bal-30, 0)
+	} else {
+		err = rdb.Set(ctx, "balance", bal-30, 0).Err()
+	}
+	fmt.Printf("write=%s\n", errName(err))
+	fmt.Printf("release=%s\n", errName(l.Release(ctx)))
+	select {
+	case <-l.Lost():
+		fmt.Printf("lost=fired cause=%v\n", l.Err())
+	case <-time.After(5 * time.Second):
+		fmt.Printf("lost=not fired\n")
+	}
+	return nil
+}
+
+func errName(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, distlock.ErrStaleFence):
+		return "ErrStaleFence"
+	case errors.Is(err, distlock.ErrNotHeld):
+		return "ErrNotHeld"
+	}
+	return err.Error()
+}
+
+// startHelperIn is startHelper with a pipe to the helper's stdin, for
+// helpers that wait for the test's go-ahead.
+func startHelperIn(t *testing.T, mode string, env ...string) (*helperProc, io.Writer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), "DISTLOCK_HELPER="+mode), env...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &helperProc{cmd: cmd, lines: make(chan string, 1024)}
+	go h.read(out)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return h, in
+}
+
+// TestLostFiresBeforeServerExpiry freezes redis-server (SIGSTOP) under a
+// renewed lock: no renewal can be confirmed, and Lost must fire before the
+// lease runs out on the server, whose absolute expiry PEXPIRETIME reads just
+// before the freeze.
+func TestLostFiresBeforeServerExpiry(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 15*time.Second)
+	const ttl = 2 * time.Second // drift margin: ttl/100 + 2ms = 22ms
+	l, err := c.TryLock(ctx, "lease", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl / 2) // work long enough for a renewal to have happened
+	if l.Err() != nil {
+		t.Fatalf("lock lost before the freeze: %v", l.Err())
+	}
+	// A renewal processed after this read only moves the expiry later, so
+	// the margin measured below is a lower bound.
+	expiry, err := rdb.PExpireTime(ctx, "distlock:{lease}").Result()
+	if err != nil || expiry <= 0 {
+		t.Fatalf("PEXPIRETIME: %v, %v", expiry, err)
+	}
+	srv.Signal(syscall.SIGSTOP)
+	frozen := time.Now()
+	defer srv.Signal(syscall.SIGCONT)
+
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * ttl):
+		t.Fatalf("Lost() did not fire within %v of Redis freezing", 2*ttl)
+	}
+	lostAt := time.Now()
+	srv.Signal(syscall.SIGCONT)
+
+	serverExpiry := time.UnixMilli(int64(expiry / time.Millisecond))
+	margin := serverExpiry.Sub(lostAt)
+	t.Logf("Lost() fired %v after Redis froze, %v before the server-side expiry (ttl %v, drift margin %v)",
+		lostAt.Sub(frozen).Round(time.Millisecond), margin.Round(100*time.Microsecond), ttl, ttl/100+2*time.Millisecond)
+	if margin <= 0 {
+		t.Fatalf("Lost() fired %v after the lease ran out on the server", -margin)
+	}
+	if d := lostAt.Sub(frozen); d > ttl {
+		t.Fatalf("Lost() fired %v after Redis froze, more than one ttl", d)
+	}
+	if !errors.Is(l.Err(), distlock.ErrUnreachable) {
+		t.Fatalf("cause %v, want ErrUnreachable", l.Err())
+	}
+	work, stop := l.Context(ctx)
+	defer stop()
+	if !errors.Is(context.Cause(work), distlock.ErrUnreachable) {
+		t.Fatalf("context cause %v, want ErrUnreachable", context.Cause(work))
+	}
+}
+
+// TestRenewalOutlivesTTL holds a lock across 5× its TTL of work, with a
+// waiter that must get it only on release, and checks that no renewal
+// traffic follows the release.
+func TestRenewalOutlivesTTL(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 15*time.Second)
+	const ttl = 300 * time.Millisecond
+	l, err := c.TryLock(ctx, "long-job", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := distlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	got := make(chan time.Time, 1)
+	go func() {
+		w, err := other.Lock(ctx, "long-job", distlock.WithTTL(ttl), distlock.WithoutRenewal())
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		w.Release(ctx)
+	}()
+	before := evalCalls(t, rdb)
+	time.Sleep(5 * ttl) // the long work
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost during work: %v", l.Err())
+	case <-got:
+		t.Fatal("the waiter got the lock while it was held")
+	default:
+	}
+	if left, err := l.TTL(ctx); err != nil || left < ttl/2 {
+		t.Fatalf("after 5×ttl of work: ttl left %v, %v", left, err)
+	}
+	renewals := evalCalls(t, rdb) - before
+	t.Logf("%d script calls in 5×ttl (renewals at ttl/3 and the waiter's polls)", renewals)
+
+	released := time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at, ok := <-got:
+		if !ok {
+			t.FailNow()
+		}
+		t.Logf("waiter got the lock %v after the release", at.Sub(released).Round(time.Millisecond))
+	case <-time.After(2 * ttl):
+		t.Fatal("the waiter did not get the lock within 2×ttl of the release")
+	}
+
+	// Renewal must stop with the release: no script call at all while
+	// nothing is held (the waiter released at once and had no renewal).
+	idle := evalCalls(t, rdb)
+	time.Sleep(3 * ttl) // a window of several renewal periods
+	if n := evalCalls(t, rdb) - idle; n != 0 {
+		t.Fatalf("%d script calls in 3×ttl after the release", n)
+	}
+	if n := rdb.Exists(ctx, "distlock:{long-job}").Val(); n != 0 {
+		t.Fatal("lock key still present after release")
+	}
+}
+
+// evalCalls is the number of EVAL and EVALSHA calls the server has run.
+func evalCalls(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	stats := commandStats(t, rdb)
+	return stats["evalsha"] + stats["eval"]
+}
+
+// commandStats reads INFO commandstats: command name -> calls.
+func commandStats(t testing.TB, rdb *redis.Client) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				stats[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return stats
+}
+
+// TestManyCyclesLeaveNothingBehind runs 10,000 lock/release cycles with
+// renewal on, some of them held long enough to be renewed, and checks that
+// Close leaves no goroutine and that no lock hash is left in Redis. The
+// per-key fence counters stay by design: they never expire, so that fences
+// never repeat.
+func TestManyCyclesLeaveNothingBehind(t *testing.T) {
+	c0, rdb, srv := setup(t) // the server and its watcher goroutine predate the check
+	c0.Close()
+	ignore := goleak.IgnoreCurrent()
+	ctx := ctxT(t, 60*time.Second)
+
+	conn := redis.NewClient(srv.Options())
+	c := distlock.New(conn)
+	const workers, cycles, keysPerWorker = 4, 10_000, 50
+	const ttl = 60 * time.Millisecond
+	errs := make(chan error, workers)
+	before := evalCalls(t, rdb)
+	for w := range workers {
+		go func() {
+			for i := range cycles / workers {
+				key := fmt.Sprintf("cycle:%d:%d", w, i%keysPerWorker)
+				l, err := c.Lock(ctx, key, distlock.WithTTL(ttl))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if i%200 == 0 {
+					time.Sleep(ttl) // held past ttl/3: renewed at least once
+				}
+				if err := l.Release(ctx); err != nil {
+					errs <- fmt.Errorf("cycle %d of %s: %w", i, key, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	renewals := evalCalls(t, rdb) - before - 2*cycles
+	t.Logf("%d cycles, %d renewals", cycles, renewals)
+	if renewals < cycles/200 {
+		t.Fatalf("only %d renewals: the long holds were not renewed", renewals)
+	}
+	c.Close()
+	conn.Close()
+	goleak.VerifyNone(t, ignore)
+
+	var locks, fences int
+	iter := rdb.Scan(ctx, 0, "distlock:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if strings.HasSuffix(iter.Val(), ":fence") {
+			fences++
+		} else {
+			locks++
+			t.Errorf("left in Redis: %s", iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if locks != 0 || fences != workers*keysPerWorker {
+		t.Fatalf("%d lock keys and %d fence counters, want 0 and %d", locks, fences, workers*keysPerWorker)
+	}
+}
