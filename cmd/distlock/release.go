@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+const releaseUsage = `usage: distlock release --force [FLAGS] KEY
+
+Deletes the lock KEY whoever holds it and wakes its waiters, then prints
+what it removed. It is for a lock whose holder is known to be dead or stuck:
+a live 'distlock run' holder notices at its next renewal (within a third of
+its TTL) and stops its command with SIGTERM, but until then two holders
+may run at once. Waiting out the TTL is always safer.
+
+It shows the lock and asks for confirmation on the terminal; it removes
+only the grant you saw (if the lock changed hands meanwhile, nothing is
+removed). Without a terminal it refuses unless --yes is given.
+
+Flags:
+  --force   required: says that you mean to override the holder
+  --yes     do not ask; remove whichever grant holds KEY now
+  --json    print the removed lock as JSON (the 'status --json' lock
+            object) instead of text
+
+` + connHelp + `
+Examples:
+  distlock release --force nightly-report
+  distlock release --force --yes nightly-report    # from a script
+
+Exit status: 0 released, 1 nothing released (KEY free, changed hands or
+not confirmed), 64 usage or no confirmation possible, 69 Redis error.
+`
+
+type releaseConfig struct {
+	conn  connFlags
+	key   string
+	force bool
+	yes   bool
+	json  bool
+}
+
+func parseReleaseArgs(args []string) (*releaseConfig, error) {
+	cfg := &releaseConfig{}
+	fs := newFlagSet("release")
+	cfg.conn.register(fs)
+	fs.BoolVar(&cfg.force, "force", false, "")
+	fs.BoolVar(&cfg.yes, "yes", false, "")
+	fs.BoolVar(&cfg.yes, "y", false, "")
+	fs.BoolVar(&cfg.json, "json", false, "")
+	pos, rest, err := parseInterspersed(fs, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	pos = append(pos, rest...)
+	if len(pos) != 1 {
+		return nil, usagef("want exactly one KEY, got %d arguments", len(pos))
+	}
+	cfg.key = pos[0]
+	if cfg.key == "" || len(cfg.key) > distlock.MaxKeyLen {
+		return nil, usagef("KEY must be 1 to %d bytes", distlock.MaxKeyLen)
+	}
+	if !cfg.force {
+		return nil, usagef("release needs --force: a lock is released by its holder; --force deletes it whoever holds it")
+	}
+	return cfg, nil
+}
+
+func cmdRelease(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cfg, err := parseReleaseArgs(args)
+	if errors.Is(err, errHelp) {
+		fmt.Fprint(stdout, releaseUsage)
+		return exitOK
+	}
+	if err != nil {
+		return fail(stderr, "release", err, exitUsage)
+	}
+	if !cfg.yes && !isTerminal(stdin) {
+		return fail(stderr, "release", usagef("not asking for confirmation: stdin is not a terminal; pass --yes to release %q without asking", cfg.key), exitUsage)
+	}
+	conn, err := cfg.conn.open()
+	if err != nil {
+		return fail(stderr, "release", err, exitUsage)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var removed distlock.LockInfo
+	if cfg.yes {
+		removed, err = conn.locks.ForceRelease(ctx, cfg.key)
+	} else {
+		var seen distlock.LockInfo
+		seen, err = conn.locks.Inspect(ctx, cfg.key)
+		if err == nil && seen.Held() {
+			fmt.Fprintf(stderr, "%s\nForce-release %q? Its holder may still be running. [y/N] ", describe(seen), cfg.key)
+			if !confirmed(stdin) {
+				fmt.Fprintln(stderr, "distlock release: not confirmed; nothing released")
+				return exitNone
+			}
+			cancel()
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			removed, err = conn.locks.ForceReleaseGrant(ctx, cfg.key, seen.Fence)
+		} else if err == nil {
+			err = fmt.Errorf("%w: %q is free", distlock.ErrNotHeld, cfg.key)
+		}
+	}
+	switch {
+	case errors.Is(err, distlock.ErrNotHeld):
+		fmt.Fprintf(stderr, "distlock release: nothing released: %v\n", strings.TrimPrefix(err.Error(), "distlock: "))
+		return exitNone
+	case err != nil:
+		return fail(stderr, "release", conn.redisError(err), exitRedis)
+	}
+	if cfg.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(toJSON(removed))
+	} else {
+		fmt.Fprintf(stdout, "released %s\n", describe(removed))
+	}
+	return exitOK
+}
+
+// describe is one line about a lock for release.
+func describe(in distlock.LockInfo) string {
+	s := fmt.Sprintf("%s: fence %d, holds %d, %s lease left", printable(in.Key), in.Fence, in.Count, shortDuration(in.TTL))
+	if !in.Since.IsZero() {
+		s += ", taken " + shortDuration(time.Since(in.Since)) + " ago"
+	}
+	if in.Meta != "" {
+		s += ", holder " + printable(in.Meta)
+	}
+	return s
+}
+
+func confirmed(stdin io.Reader) bool {
+	line, _ := bufio.NewReader(stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// isTerminal reports whether r is a character device such as a terminal.
+// /dev/null is one too; reading it gives no answer, which declines.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+const statusUsage = `usage: distlock status [FLAGS] [KEY or PATTERN]
+
+Shows the locks held now: with no argument all of them, with KEY that one,
+with a PATTERN (a Redis glob: *, ?, [abc]) those whose names match.
+Patterns scan the keyspace (every master of a Cluster); a KEY is one read.
+
+Columns: KEY; FENCE, the fencing token of the holder; TTL, the lease left
+(renewed by a live holder); AGE, time since the lock was taken by the
+holder's clock; HOLDS, more than 1 for a reentrant (--owner) lock taken
+again; WAITERS, fair-mode waiters in line plus processes subscribed to its
+release; HOLDER, the holder's metadata (host, pid, command).
+
+Flags:
+  --json   print JSON for scripts (schema below) instead of the table
+
+` + connHelp + `
+JSON schema (stable: fields are only ever added):
+  {"locks": [{
+     "key":       string,   lock name
+     "owner":     string,   grant token, or the --owner ID
+     "holds":     number,   hold count
+     "fence":     number,   fencing token of the grant
+     "ttl_ms":    number,   lease left in milliseconds
+     "since":     string,   RFC 3339 time the lock was taken (holder's
+                            clock), or null when unknown
+     "meta":      string,   holder metadata, as stored
+     "host":      string,   host=... from meta, or ""
+     "pid":       number,   pid=... from meta, or 0
+     "queued":    number,   fair-mode waiters in line
+     "listening": number    connections subscribed to release notices
+  }]}
+  Locks are sorted by key; a free KEY gives {"locks": []}.
+
+Examples:
+  distlock status                      # every held lock
+  distlock status nightly-report       # one lock
+  distlock status 'deploy:*' --json | jq -r '.locks[] | "\(.key) \(.host)"'
+
+Exit status: 0 if a lock was shown, 1 if none matched, 64 usage,
+69 Redis error.
+`
+
+// statusConfig is a parsed `distlock status` command line.
+type statusConfig struct {
+	conn    connFlags
+	pattern string // "" for all
+	json    bool
+}
+
+func parseStatusArgs(args []string) (*statusConfig, error) {
+	cfg := &statusConfig{}
+	fs := newFlagSet("status")
+	cfg.conn.register(fs)
+	fs.BoolVar(&cfg.json, "json", false, "")
+	pos, rest, err := parseInterspersed(fs, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	pos = append(pos, rest...)
+	if len(pos) > 1 {
+		return nil, usagef("one KEY or PATTERN at most, got %d: %q", len(pos), pos)
+	}
+	if len(pos) == 1 {
+		if pos[0] == "" || len(pos[0]) > distlock.MaxKeyLen {
+			return nil, usagef("KEY or PATTERN must be 1 to %d bytes", distlock.MaxKeyLen)
+		}
+		cfg.pattern = pos[0]
+	}
+	return cfg, nil
+}
+
+func isPattern(s string) bool { return s == "" || strings.ContainsAny(s, "*?[") }
+
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseStatusArgs(args)
+	if errors.Is(err, errHelp) {
+		fmt.Fprint(stdout, statusUsage)
+		return exitOK
+	}
+	if err != nil {
+		return fail(stderr, "status", err, exitUsage)
+	}
+	conn, err := cfg.conn.open()
+	if err != nil {
+		return fail(stderr, "status", err, exitUsage)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	var (
+		infos []distlock.LockInfo
+		free  *distlock.LockInfo // a free KEY, to say so
+	)
+	if isPattern(cfg.pattern) {
+		infos, err = conn.locks.List(ctx, cfg.pattern)
+	} else {
+		var info distlock.LockInfo
+		if info, err = conn.locks.Inspect(ctx, cfg.pattern); err == nil {
+			if info.Held() {
+				infos = []distlock.LockInfo{info}
+			} else {
+				free = &info
+			}
+		}
+	}
+	if err != nil {
+		return fail(stderr, "status", conn.redisError(err), exitRedis)
+	}
+	if cfg.json {
+		if err := writeStatusJSON(stdout, infos); err != nil {
+			return fail(stderr, "status", err, exitRedis)
+		}
+	} else {
+		writeStatusTable(stdout, infos, cfg.pattern, free)
+	}
+	if len(infos) == 0 {
+		return exitNone
+	}
+	return exitOK
+}
+
+// lockJSON is one lock in `status --json`; see statusUsage for the schema.
+type lockJSON struct {
+	Key       string  `json:"key"`
+	Owner     string  `json:"owner"`
+	Holds     int64   `json:"holds"`
+	Fence     int64   `json:"fence"`
+	TTLMillis int64   `json:"ttl_ms"`
+	Since     *string `json:"since"`
+	Meta      string  `json:"meta"`
+	Host      string  `json:"host"`
+	PID       int64   `json:"pid"`
+	Queued    int64   `json:"queued"`
+	Listening int64   `json:"listening"`
+}
+
+func toJSON(in distlock.LockInfo) lockJSON {
+	j := lockJSON{
+		Key: in.Key, Owner: in.Owner, Holds: in.Count, Fence: in.Fence,
+		TTLMillis: in.TTL.Milliseconds(), Meta: in.Meta,
+		Queued: in.Queued, Listening: in.Listening,
+	}
+	if !in.Since.IsZero() {
+		s := in.Since.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		j.Since = &s
+	}
+	fields := metaFields(in.Meta)
+	j.Host = fields["host"]
+	j.PID, _ = strconv.ParseInt(fields["pid"], 10, 64)
+	return j
+}
+
+func writeStatusJSON(w io.Writer, infos []distlock.LockInfo) error {
+	out := struct {
+		Locks []lockJSON `json:"locks"`
+	}{Locks: make([]lockJSON, 0, len(infos))}
+	for _, in := range infos {
+		out.Locks = append(out.Locks, toJSON(in))
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// metaFields reads "k=v k=v" metadata; other words are ignored.
+func metaFields(meta string) map[string]string {
+	m := map[string]string{}
+	for _, f := range strings.Fields(meta) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			if _, dup := m[k]; !dup {
+				m[k] = v
+			}
+		}
+	}
+	return m
+}
+
+func writeStatusTable(w io.Writer, infos []distlock.LockInfo, pattern string, free *distlock.LockInfo) {
+	if len(infos) == 0 {
+		switch {
+		case free != nil:
+			fmt.Fprintf(w, "%s is free", free.Key)
+			if n := free.Queued + free.Listening; n > 0 {
+				fmt.Fprintf(w, " (%d waiting)", n)
+			}
+			fmt.Fprintln(w)
+		case pattern == "" || pattern == "*":
+			fmt.Fprintln(w, "no locks held")
+		default:
+			fmt.Fprintf(w, "no locks held matching %q\n", pattern)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tFENCE\tTTL\tAGE\tHOLDS\tWAITERS\tHOLDER")
+	for _, in := range infos {
+		age := "-"
+		if !in.Since.IsZero() {
+			age = shortDuration(time.Since(in.Since))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", printable(in.Key), in.Fence,
+			shortDuration(in.TTL), age, in.Count, in.Queued+in.Listening, printable(in.Meta))
+	}
+	tw.Flush()
+}
+
+// shortDuration rounds for a table: 950ms, 9.4s, 3m12s, 5h3m.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	default:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	}
+}
+
+// printable keeps control characters in names and metadata out of the
+// terminal.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}

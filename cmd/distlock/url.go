@@ -1,0 +1,297 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// urlForms is the help text on --redis; the README has the same table.
+const urlForms = `Redis URL forms (--redis, DISTLOCK_REDIS_URL):
+  redis://[USER:PASSWORD@]HOST[:PORT][/DB][?OPTIONS]      one server (port 6379)
+  rediss://...                                            the same over TLS
+  unix://[USER:PASSWORD@]/PATH/TO/SOCKET[?db=N]           one server, Unix socket
+  redis-sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB][?OPTIONS]
+                                                          the master that Sentinels
+                                                          (port 26379) name MASTER
+  rediss-sentinel://...                                   the same over TLS
+  redis-cluster://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][?OPTIONS]
+                                                          a Redis Cluster, from any
+                                                          of its nodes
+  rediss-cluster://...                                    the same over TLS
+USER:PASSWORD authenticate to Redis (ACL user, or only :PASSWORD for
+requirepass); percent-encode special characters. For Sentinel, pass the
+Sentinels' own credentials as ?sentinel_username=U&sentinel_password=P.
+OPTIONS are go-redis client options in snake case, e.g. dial_timeout=2s,
+read_timeout=1s, max_retries=2, skip_verify=true (TLS without verifying).
+`
+
+// errBadURL is wrapped by every URL parsing error.
+var errBadURL = errors.New("bad Redis URL")
+
+// target is a parsed Redis URL: exactly one of the option sets is non-nil.
+type target struct {
+	single   *redis.Options
+	failover *redis.FailoverOptions
+	cluster  *redis.ClusterOptions
+}
+
+// parseRedisURL parses one of the URL forms in urlForms. It never panics and
+// wraps errBadURL; errors do not repeat the password.
+func parseRedisURL(raw string) (*target, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, fmt.Errorf("%w %q: want SCHEME://..., e.g. redis://localhost:6379", errBadURL, redact(raw))
+	}
+	var (
+		t   *target
+		err error
+	)
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "unix":
+		t, err = parseSingle(raw, rest)
+	case "redis-sentinel", "rediss-sentinel":
+		t, err = parseSentinel(scheme, rest)
+	case "redis-cluster", "rediss-cluster":
+		t, err = parseCluster(scheme, rest)
+	default:
+		return nil, fmt.Errorf("%w %q: unknown scheme %q (want redis, rediss, unix, redis-sentinel, rediss-sentinel, redis-cluster or rediss-cluster)",
+			errBadURL, redact(raw), scheme)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %s", errBadURL, redact(raw), strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	return t, nil
+}
+
+func parseSingle(raw, rest string) (*target, error) {
+	if host, _, _ := splitAuthority(rest); strings.Contains(host, ",") {
+		return nil, errors.New("several hosts: use redis-cluster:// or redis-sentinel://, or run --quorum with one --redis per server")
+	}
+	o, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	o.ContextTimeoutEnabled = true
+	return &target{single: o}, nil
+}
+
+// splitAuthority splits "userinfo@h1,h2/path?query" into its host list,
+// userinfo and the rest (from the first '/' or '?'). The userinfo ends at the
+// last '@' so that passwords may contain an unencoded '@'.
+func splitAuthority(rest string) (hosts, userinfo, tail string) {
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	auth, tail := rest[:end], rest[end:]
+	if at := strings.LastIndex(auth, "@"); at >= 0 {
+		return auth[at+1:], auth[:at], tail
+	}
+	return auth, "", tail
+}
+
+// hostList checks "h1:p1,h2,[::1]:p3", adding defPort where it is missing.
+func hostList(hosts, defPort string) ([]string, error) {
+	if hosts == "" {
+		return nil, errors.New("no host")
+	}
+	var out []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h == "" {
+			return nil, errors.New("empty host in the host list")
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			if strings.HasPrefix(h, "[") || strings.Count(h, ":") > 0 {
+				return nil, fmt.Errorf("bad host:port %q", h)
+			}
+			host, port = h, defPort
+		}
+		if host == "" || port == "" {
+			return nil, fmt.Errorf("bad host:port %q", h)
+		}
+		if strings.ContainsAny(host, "/?#@[]% ") || strings.ContainsAny(port, "/?#@[]% ") {
+			return nil, fmt.Errorf("bad host:port %q", h)
+		}
+		out = append(out, net.JoinHostPort(host, port))
+	}
+	return out, nil
+}
+
+// goRedisURL rebuilds a URL that go-redis's own parsers read: the first host
+// in the authority, the others as addr query parameters.
+func goRedisURL(tlsOn bool, userinfo string, hosts []string, path string, q url.Values) string {
+	scheme := "redis"
+	if tlsOn {
+		scheme = "rediss"
+	}
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	u := scheme + "://"
+	if userinfo != "" {
+		u += userinfo + "@"
+	}
+	u += hosts[0] + path
+	if enc := q.Encode(); enc != "" {
+		u += "?" + enc
+	}
+	return u
+}
+
+func splitQuery(tail string) (path string, q url.Values, err error) {
+	path, query, _ := strings.Cut(tail, "?")
+	q, err = url.ParseQuery(query)
+	if err != nil {
+		return "", nil, fmt.Errorf("bad query: %v", err)
+	}
+	if q.Has("addr") {
+		return "", nil, errors.New("give several hosts as HOST:PORT,HOST:PORT, not addr=")
+	}
+	return path, q, nil
+}
+
+// userPassword decodes "user:password" as a URL does.
+func userPassword(userinfo string) (string, string, error) {
+	if userinfo == "" {
+		return "", "", nil
+	}
+	u, err := url.Parse("x://" + userinfo + "@h")
+	if err != nil || u.User == nil {
+		return "", "", errors.New("bad USER:PASSWORD (percent-encode special characters)")
+	}
+	p, _ := u.User.Password()
+	return u.User.Username(), p, nil
+}
+
+func parseSentinel(scheme, rest string) (*target, error) {
+	hostPart, userinfo, tail := splitAuthority(rest)
+	hosts, err := hostList(hostPart, "26379")
+	if err != nil {
+		return nil, err
+	}
+	path, q, err := splitQuery(tail)
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if parts[0] == "" || len(parts) > 2 {
+		return nil, errors.New("want /MASTER or /MASTER/DB after the Sentinel hosts")
+	}
+	master, err := url.PathUnescape(parts[0])
+	if err != nil {
+		return nil, fmt.Errorf("bad master name %q", parts[0])
+	}
+	dbPath := ""
+	if len(parts) == 2 {
+		dbPath = "/" + parts[1]
+	}
+	if q.Has("master_name") {
+		return nil, errors.New("give the master name in the path, not master_name=")
+	}
+	q.Set("master_name", master)
+	sUser, sPass := q.Get("sentinel_username"), q.Get("sentinel_password")
+	q.Del("sentinel_username")
+	q.Del("sentinel_password")
+	user, pass, err := userPassword(userinfo)
+	if err != nil {
+		return nil, err
+	}
+	// go-redis reads the URL's userinfo as the Sentinels' credentials; ours
+	// are the master's, which is what users of a plain URL expect.
+	o, err := redis.ParseFailoverURL(goRedisURL(strings.HasPrefix(scheme, "rediss"), "", hosts, dbPath, q))
+	if err != nil {
+		return nil, err
+	}
+	if userinfo != "" {
+		o.Username, o.Password = user, pass
+	}
+	o.SentinelUsername, o.SentinelPassword = sUser, sPass
+	o.ContextTimeoutEnabled = true
+	return &target{failover: o}, nil
+}
+
+func parseCluster(scheme, rest string) (*target, error) {
+	hostPart, userinfo, tail := splitAuthority(rest)
+	hosts, err := hostList(hostPart, "6379")
+	if err != nil {
+		return nil, err
+	}
+	path, q, err := splitQuery(tail)
+	if err != nil {
+		return nil, err
+	}
+	if strings.Trim(path, "/") != "" {
+		return nil, errors.New("a Cluster has only database 0: drop the path")
+	}
+	if _, _, err := userPassword(userinfo); err != nil {
+		return nil, err
+	}
+	o, err := redis.ParseClusterURL(goRedisURL(strings.HasPrefix(scheme, "rediss"), userinfo, hosts, "", q))
+	if err != nil {
+		return nil, err
+	}
+	if o.TLSConfig != nil {
+		o.TLSConfig.MinVersion = tls.VersionTLS12
+	}
+	o.ContextTimeoutEnabled = true
+	return &target{cluster: o}, nil
+}
+
+// tlsConfig returns the target's TLS settings, nil without TLS.
+func (t *target) tlsConfig() *tls.Config {
+	switch {
+	case t.single != nil:
+		return t.single.TLSConfig
+	case t.failover != nil:
+		return t.failover.TLSConfig
+	default:
+		return t.cluster.TLSConfig
+	}
+}
+
+// client connects lazily: go-redis dials on the first command.
+func (t *target) client() redis.UniversalClient {
+	switch {
+	case t.single != nil:
+		return redis.NewClient(t.single)
+	case t.failover != nil:
+		return redis.NewFailoverClient(t.failover)
+	default:
+		return redis.NewClusterClient(t.cluster)
+	}
+}
+
+// String names the target for messages, without credentials.
+func (t *target) String() string {
+	switch {
+	case t.single != nil:
+		return t.single.Addr
+	case t.failover != nil:
+		return fmt.Sprintf("master %q via Sentinel %s", t.failover.MasterName, strings.Join(t.failover.SentinelAddrs, ","))
+	default:
+		return "Cluster " + strings.Join(t.cluster.Addrs, ",")
+	}
+}
+
+// redact hides the password of a URL for messages.
+func redact(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		if strings.Contains(raw, "@") {
+			return "(redacted)"
+		}
+		return raw
+	}
+	_, userinfo, _ := splitAuthority(rest)
+	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
+		return scheme + "://" + user + ":xxxxx@" + rest[len(userinfo)+1:]
+	}
+	return raw
+}
