@@ -28,6 +28,8 @@ func runHelper(mode string) int {
 		err = helperFences(c)
 	case "pausedwriter":
 		err = helperPausedWriter(c, rdb)
+	case "reentrant":
+		err = helperReentrant(c)
 	default:
 		err = fmt.Errorf("unknown helper mode %q", mode)
 	}

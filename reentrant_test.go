@@ -1,0 +1,173 @@
+package distlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// holdCount is the lock's hold count in Redis, 0 when the lock is free.
+func holdCount(t *testing.T, rdb *redis.Client, key string) int {
+	t.Helper()
+	n, err := rdb.HGet(context.Background(), "distlock:{"+key+"}", "count").Int()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestReentrantCountsHolds(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 15*time.Second)
+	const ttl = 200 * time.Millisecond
+	var holds []*distlock.Lock
+	for i := 1; i <= 3; i++ {
+		l, err := c.TryLock(ctx, "job", distlock.WithOwner("job-7"), distlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatalf("hold %d: %v", i, err)
+		}
+		if n := holdCount(t, rdb, "job"); n != i {
+			t.Fatalf("after hold %d: count %d", i, n)
+		}
+		if len(holds) > 0 && l.Fence() != holds[0].Fence() {
+			t.Fatalf("hold %d has fence %d, the first %d: reentry must keep the fence", i, l.Fence(), holds[0].Fence())
+		}
+		holds = append(holds, l)
+	}
+	// Not reentrant for anyone else: another owner, or no owner at all.
+	if _, err := c.TryLock(ctx, "job", distlock.WithOwner("job-8")); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("other owner: %v, want ErrNotObtained", err)
+	}
+	if _, err := c.TryLock(ctx, "job"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("no owner: %v, want ErrNotObtained", err)
+	}
+
+	other := distlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	got := make(chan *distlock.Lock, 1)
+	go func() {
+		w, err := other.Lock(ctx, "job", distlock.WithTTL(ttl))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+
+	for i := 3; i >= 2; i-- {
+		if err := holds[i-1].Release(ctx); err != nil {
+			t.Fatalf("release of hold %d: %v", i, err)
+		}
+		if n := holdCount(t, rdb, "job"); n != i-1 {
+			t.Fatalf("after releasing hold %d: count %d, want %d", i, n, i-1)
+		}
+		if !errors.Is(holds[i-1].Err(), distlock.ErrReleased) {
+			t.Fatalf("released hold's Err: %v", holds[i-1].Err())
+		}
+		// Longer than the renewal period and the waiter's longest poll
+		// (capped at the holder's ttl): a waiter could take a free lock here.
+		select {
+		case <-got:
+			t.Fatalf("the waiter got the lock with %d holds left", i-1)
+		case <-time.After(2 * ttl):
+		}
+	}
+	if holds[0].Err() != nil {
+		t.Fatalf("the remaining hold lost its lock: %v", holds[0].Err())
+	}
+	released := time.Now()
+	if err := holds[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-got:
+		if w == nil {
+			t.FailNow()
+		}
+		t.Logf("waiter got the lock %v after the last release", time.Since(released).Round(time.Millisecond))
+		if w.Fence() <= holds[0].Fence() {
+			t.Fatalf("waiter's fence %d not above %d", w.Fence(), holds[0].Fence())
+		}
+		w.Release(ctx)
+	case <-time.After(2 * ttl):
+		t.Fatal("the waiter did not get the lock within 2×ttl of the last release")
+	}
+}
+
+// TestOwnerSharedAcrossProcesses: a helper process holds a lock as owner
+// "job-42"; this process takes it again under the same owner (a retried job
+// on another machine), both hold it, and it is free only when both released.
+func TestOwnerSharedAcrossProcesses(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 15*time.Second)
+	helper, in := startHelperIn(t, "reentrant", "DISTLOCK_ADDR="+srv.Addr,
+		"DISTLOCK_KEY=batch", "DISTLOCK_OWNER=job-42", "DISTLOCK_TTL=500ms")
+	fence, _ := strconv.ParseInt(helper.expect(t, "fence=", 5*time.Second), 10, 64)
+
+	mine, err := c.TryLock(ctx, "batch", distlock.WithOwner("job-42"), distlock.WithTTL(500*time.Millisecond))
+	if err != nil {
+		t.Fatalf("second process, same owner: %v", err)
+	}
+	if mine.Fence() != fence {
+		t.Fatalf("fence %d in this process, %d in the helper", mine.Fence(), fence)
+	}
+	if n := holdCount(t, rdb, "batch"); n != 2 {
+		t.Fatalf("count %d with both processes holding, want 2", n)
+	}
+	if _, err := c.TryLock(ctx, "batch"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("stranger: %v, want ErrNotObtained", err)
+	}
+	if err := mine.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := holdCount(t, rdb, "batch"); n != 1 {
+		t.Fatalf("count %d after this process released, want 1 (the helper's)", n)
+	}
+	if _, err := c.TryLock(ctx, "batch"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("stranger while the helper still holds: %v, want ErrNotObtained", err)
+	}
+	if _, err := io.WriteString(in, "release\n"); err != nil {
+		t.Fatal(err)
+	}
+	if r := helper.expect(t, "release=", 5*time.Second); r != "ok" {
+		t.Fatalf("helper's release: %s", r)
+	}
+	helper.wait(t, 5*time.Second)
+	if n := holdCount(t, rdb, "batch"); n != 0 {
+		t.Fatalf("count %d after both released", n)
+	}
+	l, err := c.TryLock(ctx, "batch")
+	if err != nil {
+		t.Fatalf("stranger after both released: %v", err)
+	}
+	l.Release(ctx)
+}
+
+// helperReentrant takes DISTLOCK_KEY as DISTLOCK_OWNER, prints its fence and
+// releases it when a line arrives on stdin.
+func helperReentrant(c *distlock.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := c.Lock(ctx, os.Getenv("DISTLOCK_KEY"), distlock.WithOwner(os.Getenv("DISTLOCK_OWNER")),
+		distlock.WithTTL(envDuration("DISTLOCK_TTL", time.Second)))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fence=%d\n", l.Fence())
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+	fmt.Printf("release=%s\n", errName(l.Release(ctx)))
+	return nil
+}
