@@ -62,6 +62,25 @@ func (rs *ReplicaSet) Promote(t testing.TB) *Server {
 	return r
 }
 
+// PromoteDuring promotes the replica concurrently with fn, sending
+// REPLICAOF NO ONE after delay, and returns it once both are done: the
+// promotion races whatever fn writes to the master.
+func (rs *ReplicaSet) PromoteDuring(t testing.TB, delay time.Duration, fn func()) *Server {
+	t.Helper()
+	r := rs.Replica
+	errc := make(chan error, 1)
+	go func() {
+		time.Sleep(delay) // the offset of the race under test
+		errc <- rs.Admin(r).SlaveOf(context.Background(), "NO", "ONE").Err()
+	}()
+	fn()
+	if err := <-errc; err != nil {
+		t.Fatalf("redistest: REPLICAOF NO ONE on %s: %v", r.Addr, err)
+	}
+	rs.Master, rs.Replica = r, rs.Master
+	return r
+}
+
 // Reattach makes the old master a replica of the promoted one and waits
 // until it is in sync, ready for the next Promote.
 func (rs *ReplicaSet) Reattach(t testing.TB) {
