@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/distlock/distlock"
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+	zredis "github.com/zeromicro/go-zero/core/stores/redis"
+)
+
+// locker is one client of one library: what one process would hold.
+type locker interface {
+	// lock blocks until key is held or ctx ends and returns the release.
+	lock(ctx context.Context, key string) (release func(context.Context) error, err error)
+	close()
+}
+
+// contender is one library in one configuration.
+type contender struct {
+	lib, cfg string
+	desc     string // what the configuration is, for the report
+	peer     bool   // a peer library (not distlock, not the baseline)
+	// open returns a locker on the given nodes (one unless quorum) whose
+	// leases last ttl.
+	open func(addrs []string, ttl time.Duration) (locker, error)
+}
+
+func (c contender) name() string { return c.lib + " " + c.cfg }
+
+// tunedDelay is the short retry delay of every "tuned" polling configuration.
+const tunedDelay = time.Millisecond
+
+// fairOption and newQuorum are set by fair.go and quorum.go when the library
+// has those features, so that the bench builds against any library version.
+var (
+	fairOption func() distlock.Option
+	newQuorum  func(rdbs []redis.UniversalClient) *distlock.Client
+)
+
+func goredisClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+}
+
+func contenders() []contender {
+	cs := []contender{
+		{lib: "baseline", cfg: "1ms", desc: "SET NX PX + Lua compare-and-delete on go-redis, polling every 1ms", open: openBaseline},
+		{lib: "distlock", cfg: "default", desc: "distlock.New(rdb), Client.Lock, default options", open: openDistlock(false, false)},
+		{lib: "distlock", cfg: "tuned", desc: "WithRetry(ConstantBackoff(1ms))", open: openDistlock(false, true)},
+	}
+	if fairOption != nil {
+		cs = append(cs,
+			contender{lib: "distlock-fair", cfg: "default", desc: "WithFair()", open: openDistlock(true, false)},
+			contender{lib: "distlock-fair", cfg: "tuned", desc: "WithFair(), WithRetry(ConstantBackoff(1ms))", open: openDistlock(true, true)})
+	}
+	return append(cs,
+		contender{lib: "redsync", cfg: "default", peer: true, desc: "goredis v9 pool, defaults (32 tries, 50-250ms delay; Lock retried on ErrFailed)", open: openRedsync(false)},
+		contender{lib: "redsync", cfg: "tuned", peer: true, desc: "WithRetryDelay(1ms), WithTries(MaxInt32)", open: openRedsync(true)},
+		contender{lib: "redislock", cfg: "default", peer: true, desc: "LinearBackoff(100ms) as in its README (its own default is NoRetry)", open: openRedislock(100 * time.Millisecond)},
+		contender{lib: "redislock", cfg: "tuned", peer: true, desc: "LinearBackoff(1ms)", open: openRedislock(tunedDelay)},
+		contender{lib: "go-zero", cfg: "default", peer: true, desc: "RedisLock.AcquireCtx in a 50ms sleep loop (it has no waiting API)", open: openGoZero(50 * time.Millisecond)},
+		contender{lib: "go-zero", cfg: "tuned", peer: true, desc: "RedisLock.AcquireCtx in a 1ms sleep loop", open: openGoZero(tunedDelay)},
+		contender{lib: "rueidislock", cfg: "default", peer: true, desc: "NewLocker defaults (KeyMajority 2 of 3 keys, client-side-caching wake-ups)", open: openRueidis(false)},
+		contender{lib: "rueidislock", cfg: "tuned", peer: true, desc: "KeyMajority 1, NoLoopTracking", open: openRueidis(true)},
+	)
+}
+
+// --- distlock ---
+
+type distlockLocker struct {
+	rdbs []redis.UniversalClient
+	c    *distlock.Client
+	opts []distlock.Option
+}
+
+func openDistlock(fair, tuned bool) func([]string, time.Duration) (locker, error) {
+	return func(addrs []string, ttl time.Duration) (locker, error) {
+		l := &distlockLocker{opts: []distlock.Option{distlock.WithTTL(ttl)}}
+		for _, a := range addrs {
+			l.rdbs = append(l.rdbs, goredisClient(a))
+		}
+		if len(addrs) == 1 {
+			l.c = distlock.New(l.rdbs[0])
+		} else {
+			if newQuorum == nil {
+				return nil, errors.New("distlock has no NewQuorum yet")
+			}
+			l.c = newQuorum(l.rdbs)
+		}
+		if tuned {
+			l.opts = append(l.opts, distlock.WithRetry(distlock.ConstantBackoff(tunedDelay)))
+		}
+		if fair {
+			l.opts = append(l.opts, fairOption())
+		}
+		return l, nil
+	}
+}
+
+func (l *distlockLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	lk, err := l.c.Lock(ctx, key, l.opts...)
+	if err != nil {
+		return nil, err
+	}
+	return lk.Release, nil
+}
+
+func (l *distlockLocker) close() {
+	_ = l.c.Close()
+	for _, r := range l.rdbs {
+		_ = r.Close()
+	}
+}
+
+// --- redsync ---
+
+type redsyncLocker struct {
+	rdbs []*redis.Client
+	rs   *redsync.Redsync
+	opts []redsync.Option
+}
+
+func openRedsync(tuned bool) func([]string, time.Duration) (locker, error) {
+	return func(addrs []string, ttl time.Duration) (locker, error) {
+		l := &redsyncLocker{opts: []redsync.Option{redsync.WithExpiry(ttl)}}
+		var pools []rsredis.Pool
+		for _, a := range addrs {
+			c := goredisClient(a)
+			l.rdbs = append(l.rdbs, c)
+			pools = append(pools, goredis.NewPool(c))
+		}
+		l.rs = redsync.New(pools...)
+		if tuned {
+			l.opts = append(l.opts, redsync.WithRetryDelay(tunedDelay), redsync.WithTries(math.MaxInt32))
+		}
+		return l, nil
+	}
+}
+
+func (l *redsyncLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	for {
+		// A Mutex holds one grant's value, so each Lock call gets its own.
+		m := l.rs.NewMutex(key, l.opts...)
+		err := m.LockContext(ctx)
+		if err == nil {
+			return func(ctx context.Context) error {
+				ok, err := m.UnlockContext(ctx)
+				if err == nil && !ok {
+					err = errors.New("redsync: unlock reported not held")
+				}
+				return err
+			}, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var taken *redsync.ErrTaken
+		var takenV redsync.ErrTaken
+		if !errors.Is(err, redsync.ErrFailed) && !errors.As(err, &taken) && !errors.As(err, &takenV) {
+			return nil, err
+		}
+		// redsync gives up after its tries; a waiting caller calls it again.
+	}
+}
+
+func (l *redsyncLocker) close() {
+	for _, r := range l.rdbs {
+		_ = r.Close()
+	}
+}
+
+// --- bsm/redislock ---
+
+type redislockLocker struct {
+	rdb *redis.Client
+	c   *redislock.Client
+	ttl time.Duration
+	opt *redislock.Options
+}
+
+func openRedislock(delay time.Duration) func([]string, time.Duration) (locker, error) {
+	return func(addrs []string, ttl time.Duration) (locker, error) {
+		rdb := goredisClient(addrs[0])
+		return &redislockLocker{rdb: rdb, c: redislock.New(rdb), ttl: ttl,
+			opt: &redislock.Options{RetryStrategy: redislock.LinearBackoff(delay)}}, nil
+	}
+}
+
+func (l *redislockLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	for {
+		lk, err := l.c.Obtain(ctx, key, l.ttl, l.opt)
+		if err == nil {
+			return lk.Release, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// Obtain stops retrying after ttl when ctx has no deadline, and
+		// returns ErrNotObtained or that deadline's error; a waiting caller
+		// calls it again.
+		if !errors.Is(err, redislock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+	}
+}
+
+func (l *redislockLocker) close() { _ = l.rdb.Close() }
+
+// --- go-zero ---
+
+type goZeroLocker struct {
+	store *zredis.Redis
+	secs  int
+	delay time.Duration
+}
+
+func openGoZero(delay time.Duration) func([]string, time.Duration) (locker, error) {
+	return func(addrs []string, ttl time.Duration) (locker, error) {
+		// go-zero's lease is SetExpire seconds + 500ms.
+		secs := int(max(0, (ttl-500*time.Millisecond)/time.Second))
+		return &goZeroLocker{store: zredis.New(addrs[0]), secs: secs, delay: delay}, nil
+	}
+}
+
+func (l *goZeroLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	rl := zredis.NewRedisLock(l.store, key)
+	rl.SetExpire(l.secs)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		ok, err := rl.AcquireCtx(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return func(ctx context.Context) error {
+				ok, err := rl.ReleaseCtx(ctx)
+				if err == nil && !ok {
+					err = errors.New("go-zero: release reported not held")
+				}
+				return err
+			}, nil
+		}
+		t.Reset(l.delay)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// go-zero shares one connection pool per address process-wide and has no
+// Close; nothing to do.
+func (l *goZeroLocker) close() {}
+
+// --- rueidislock ---
+
+type rueidisLocker struct{ l rueidislock.Locker }
+
+func openRueidis(tuned bool) func([]string, time.Duration) (locker, error) {
+	return func(addrs []string, ttl time.Duration) (locker, error) {
+		opt := rueidislock.LockerOption{
+			ClientOption: rueidis.ClientOption{InitAddress: addrs[:1]},
+			KeyValidity:  ttl,
+		}
+		if tuned {
+			opt.KeyMajority = 1
+			opt.NoLoopTracking = true
+		}
+		l, err := rueidislock.NewLocker(opt)
+		if err != nil {
+			return nil, err
+		}
+		return &rueidisLocker{l: l}, nil
+	}
+}
+
+func (l *rueidisLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	_, cancel, err := l.l.WithContext(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	// cancel deletes the keys and returns once they are deleted.
+	return func(context.Context) error { cancel(); return nil }, nil
+}
+
+func (l *rueidisLocker) close() { l.l.Close() }
+
+// --- baseline ---
+
+var baselineRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+type baselineLocker struct {
+	rdb *redis.Client
+	ttl time.Duration
+}
+
+func openBaseline(addrs []string, ttl time.Duration) (locker, error) {
+	return &baselineLocker{rdb: goredisClient(addrs[0]), ttl: ttl}, nil
+}
+
+func (l *baselineLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	token := newToken()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		err := l.rdb.Do(ctx, "SET", key, token, "NX", "PX", l.ttl.Milliseconds()).Err()
+		if err != nil && err != redis.Nil {
+			return nil, err
+		}
+		if err == nil {
+			return func(ctx context.Context) error {
+				n, err := baselineRelease.Run(ctx, l.rdb, []string{key}, token).Int64()
+				if err == nil && n != 1 {
+					err = fmt.Errorf("baseline: release of %q found it not held", key)
+				}
+				return err
+			}, nil
+		}
+		t.Reset(tunedDelay)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (l *baselineLocker) close() { _ = l.rdb.Close() }
