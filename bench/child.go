@@ -110,9 +110,9 @@ func childMain(mode, lib, cfg, addr, key string, ttl time.Duration) error {
 
 // child is a re-executed bench process.
 type child struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	lines  chan string
 	exited chan struct{} // closed once the process is reaped
 	errb   *strings.Builder
 }
