@@ -153,13 +153,17 @@ func confirmed(stdin io.Reader) bool {
 	return false
 }
 
-// isTerminal reports whether r is a character device such as a terminal.
-// /dev/null is one too; reading it gives no answer, which declines.
+// isTerminal reports whether r is a terminal: a character device other than
+// /dev/null, which is what cron and service managers give as stdin.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false
 	}
 	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(st, null)
 }

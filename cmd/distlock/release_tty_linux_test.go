@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/distlock/distlock"
+)
+
+// openPTY returns the two ends of a new pseudo-terminal.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	var unlock int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatal(e)
+	}
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatal(e)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+// TestReleaseConfirmOnTerminal answers the prompt on a terminal: "n"
+// keeps the lock, "y" removes it.
+func TestReleaseConfirmOnTerminal(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 20*time.Second)
+	l, err := c.TryLock(ctx, "ask", distlock.WithMetadata("host=h pid=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, answer := range []string{"n", "y"} {
+		master, slave := openPTY(t)
+		cmd := exec.Command(binPath, "release", "--force", "ask")
+		cmd.Env = append(cleanEnv(), env...)
+		cmd.Stdin = slave
+		var out, errOut lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := master.Write([]byte(answer + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("answer %q: still waiting; stderr %q", answer, errOut.String())
+		}
+		held, _ := c.Inspect(ctx, "ask")
+		code := cmd.ProcessState.ExitCode()
+		switch answer {
+		case "n":
+			if code != exitNone || !held.Held() || !strings.Contains(errOut.String(), "host=h pid=1") {
+				t.Fatalf("answer n: exit %d, held %v, stderr %q", code, held.Held(), errOut.String())
+			}
+		case "y":
+			if code != 0 || held.Held() || !strings.HasPrefix(out.String(), "released ask: fence "+strconv.FormatInt(l.Fence(), 10)) {
+				t.Fatalf("answer y: exit %d, held %v, stdout %q, stderr %q", code, held.Held(), out.String(), errOut.String())
+			}
+		}
+	}
+}

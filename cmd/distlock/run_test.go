@@ -1,0 +1,339 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+)
+
+// TestCronOnce is the scheduled-job use case: every machine's crontab starts
+// the job at the same moment; exactly one runs it, the others exit 75.
+func TestCronOnce(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	const procs, ticks = 10, 5
+	// The job holds the lock until the test has seen the other nine give up
+	// (bounded at 5s), so that every process of a tick overlaps with it
+	// however slowly the machine starts them.
+	job := `echo "$DISTLOCK_FENCE" >> ran.log; i=0
+while [ ! -f "tick$TICK.done" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done`
+	lastFence := 0
+	for tick := 1; tick <= ticks; tick++ {
+		exits := make(chan *proc, procs)
+		for range procs {
+			p := startDL(t, dir, append(env, "TICK="+strconv.Itoa(tick)),
+				"run", "--wait", "0", "cron:nightly", "--", "sh", "-c", job)
+			go func() {
+				<-p.done
+				exits <- p
+			}()
+		}
+		var codes []int
+		timeout := time.After(20 * time.Second)
+		for len(codes) < procs {
+			select {
+			case p := <-exits:
+				code := p.cmd.ProcessState.ExitCode()
+				codes = append(codes, code)
+				if code == exitNotObtained && !strings.Contains(p.stderr.String(), `"cron:nightly" is held`) {
+					t.Errorf("tick %d: exit 75 without naming the holder: %q", tick, p.stderr.String())
+				}
+				if len(codes) == procs-1 {
+					if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("tick%d.done", tick)), []byte("x"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case <-timeout:
+				t.Fatalf("tick %d: only %d of %d processes exited", tick, len(codes), procs)
+			}
+		}
+		ran, notObtained := 0, 0
+		for _, c := range codes {
+			switch c {
+			case 0:
+				ran++
+			case exitNotObtained:
+				notObtained++
+			}
+		}
+		if ran != 1 || notObtained != procs-1 {
+			t.Fatalf("tick %d: exit codes %v, want one 0 and nine %d", tick, codes, exitNotObtained)
+		}
+		fences := strings.Fields(readFile(t, filepath.Join(dir, "ran.log")))
+		if len(fences) != tick {
+			t.Fatalf("after tick %d the job ran %d times: fences %v", tick, len(fences), fences)
+		}
+		f, _ := strconv.Atoi(fences[tick-1])
+		if f <= lastFence {
+			t.Fatalf("tick %d: fence %d not above %d", tick, f, lastFence)
+		}
+		lastFence = f
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestLostLockStopsCommand force-releases the lock under a running command:
+// the command gets SIGTERM at the holder's next renewal, a third of the TTL
+// later, long before the lease would have run out, and distlock exits 79.
+func TestLostLockStopsCommand(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	const ttl = 3 * time.Second // renewal every second
+	script := `trap 'echo term > marker; exit 0' TERM
+echo "$DISTLOCK_FENCE" > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "lost", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+
+	code, out, stderr := dl(t, env, "release", "--force", "--yes", "lost")
+	released := time.Now()
+	if code != 0 || !strings.HasPrefix(out, "released lost: fence ") {
+		t.Fatalf("release --force --yes: exit %d, %q %q", code, out, stderr)
+	}
+	waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
+	elapsed := time.Since(released)
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d (lost); stderr: %s", code, exitLost, p.stderr.String())
+	}
+	// One renewal interval (1s) plus margin for a loaded machine, and clearly
+	// before the lease (3s) would have run out by itself.
+	if elapsed > ttl/3+time.Second {
+		t.Fatalf("SIGTERM arrived %v after the forced release, want within a renewal interval (%v)", elapsed, ttl/3)
+	}
+	t.Logf("SIGTERM %v after the forced release (renewal interval %v)", elapsed, ttl/3)
+	if !strings.Contains(p.stderr.String(), `lock "lost" lost`) {
+		t.Fatalf("stderr does not explain the loss: %q", p.stderr.String())
+	}
+	if info, _ := c.Inspect(ctxT(t, 5*time.Second), "lost"); info.Held() {
+		t.Fatalf("lock held after the run: %+v", info)
+	}
+}
+
+// TestLostLockKillsAfterGrace: a command that ignores SIGTERM is killed
+// after --grace, with everything in its process group.
+func TestLostLockKillsAfterGrace(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	script := `trap '' TERM
+(trap '' TERM; while :; do sleep 0.02; done) &
+echo $! > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "--ttl", "600ms", "--grace", "400ms", "stubborn", "--", "sh", "-c", script)
+	grandchild, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "started"), 10*time.Second)))
+	if code, _, stderr := dl(t, env, "release", "--force", "--yes", "stubborn"); code != 0 {
+		t.Fatalf("release: %d %s", code, stderr)
+	}
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr: %s", code, exitLost, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "sending SIGKILL") {
+		t.Fatalf("no SIGKILL reported: %q", p.stderr.String())
+	}
+	// The background child was in the same process group; wait for the
+	// kernel to reap it (its parent, the shell, is gone too).
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(grandchild, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d of the command's group still alive", grandchild)
+		}
+		time.Sleep(10 * time.Millisecond) // polling another process's state
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	env, c, _ := server(t)
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	down, _ := redistest.FreePort()
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		code int
+		msg  string // in stderr
+	}{
+		{"success", []string{"run", "k", "--", "true"}, env, 0, ""},
+		{"child code", []string{"run", "k", "--", "sh", "-c", "exit 42"}, env, 42, ""},
+		{"no double dash", []string{"run", "k", "sh", "-c", "exit 3"}, env, 3, ""},
+		{"killed by signal", []string{"run", "k", "--", "sh", "-c", "kill -KILL $$"}, env, 128 + 9, ""},
+		{"not found", []string{"run", "k", "--", "no-such-command-xyz"}, env, exitNotFound, "cannot run no-such-command-xyz"},
+		{"not executable", []string{"run", "k", "--", notExec}, env, exitCannotRun, "permission denied"},
+		{"missing command", []string{"run", "k"}, env, exitUsage, "missing COMMAND"},
+		{"missing key", []string{"run"}, env, exitUsage, "missing KEY"},
+		{"unknown flag", []string{"run", "--frobnicate", "k", "--", "true"}, env, exitUsage, "frobnicate"},
+		{"bad duration", []string{"run", "--wait", "soon", "k", "--", "true"}, env, exitUsage, "bad duration"},
+		{"bad ttl", []string{"run", "--ttl", "0", "k", "--", "true"}, env, exitUsage, "--ttl"},
+		{"bad url", []string{"run", "--redis", "http://x", "k", "--", "true"}, nil, exitUsage, "unknown scheme"},
+		{"two urls without quorum", []string{"run", "--redis", "redis://a", "--redis", "redis://b", "k", "--", "true"}, nil, exitUsage, "--quorum"},
+		{"unknown command", []string{"frob"}, env, exitUsage, "unknown command"},
+		{"redis down", []string{"run", "k", "--", "true"}, []string{fmt.Sprintf("DISTLOCK_REDIS_URL=redis://127.0.0.1:%d", down)}, exitRedis, "connection refused"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := dl(t, tc.env, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.msg) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.msg)
+			}
+		})
+	}
+
+	t.Run("not obtained", func(t *testing.T) {
+		ctx := ctxT(t, 10*time.Second)
+		l, err := c.TryLock(ctx, "busy", distlock.WithMetadata("host=other pid=1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		code, _, stderr := dl(t, env, "run", "--wait", "0", "busy", "--", "touch", "ran")
+		if code != exitNotObtained || !strings.Contains(stderr, "host=other pid=1") {
+			t.Fatalf("--wait 0: exit %d %q, want %d naming the holder", code, stderr, exitNotObtained)
+		}
+		start := time.Now()
+		code, _, stderr = dl(t, env, "run", "--wait", "300ms", "busy", "--", "true")
+		if code != exitNotObtained || time.Since(start) < 300*time.Millisecond || !strings.Contains(stderr, "after waiting 300ms") {
+			t.Fatalf("--wait 300ms: exit %d after %v: %q", code, time.Since(start), stderr)
+		}
+	})
+
+	t.Run("waits for the holder", func(t *testing.T) {
+		ctx := ctxT(t, 10*time.Second)
+		l, err := c.TryLock(ctx, "handoff")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		p := startDL(t, dir, env, "run", "--wait", "10s", "handoff", "--", "sh", "-c", `echo "$DISTLOCK_FENCE" > ran`)
+		time.Sleep(200 * time.Millisecond) // let it find the lock held and wait
+		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+			t.Fatal("ran while the lock was held")
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t, 10*time.Second); code != 0 {
+			t.Fatalf("exit %d: %s", code, p.stderr.String())
+		}
+		if f := strings.TrimSpace(readFile(t, filepath.Join(dir, "ran"))); f != strconv.FormatInt(l.Fence()+1, 10) {
+			t.Fatalf("fence %s, want %d", f, l.Fence()+1)
+		}
+	})
+}
+
+// TestRunEnvironment: the command sees its lock's key, fence and token, and
+// they are the ones Redis holds while it runs.
+func TestRunEnvironment(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	script := `printf '%s\n%s\n%s\n' "$DISTLOCK_KEY" "$DISTLOCK_FENCE" "$DISTLOCK_TOKEN" > env
+"$BIN" status --json "$DISTLOCK_KEY" > status.json`
+	p := startDL(t, dir, append(env, "BIN="+binPath), "run", "--owner", "", "--meta", "job=42", "env-key", "--", "sh", "-c", script)
+	if code := p.wait(t, 10*time.Second); code != exitUsage {
+		t.Fatalf("--owner '': exit %d, want %d", code, exitUsage)
+	}
+	p = startDL(t, dir, append(env, "BIN="+binPath), "run", "--meta", "job=42", "env-key", "--", "sh", "-c", script)
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d: %s", code, p.stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(dir, "env"))), "\n")
+	var st struct {
+		Locks []lockJSON `json:"locks"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "status.json"))), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 3 || len(st.Locks) != 1 {
+		t.Fatalf("env %q, status %+v", lines, st)
+	}
+	got := st.Locks[0]
+	if lines[0] != "env-key" || lines[1] != strconv.FormatInt(got.Fence, 10) || lines[2] != got.Owner || len(lines[2]) < 22 {
+		t.Fatalf("env %q, but Redis holds %+v", lines, got)
+	}
+	host, _ := os.Hostname()
+	if got.Host != host || got.PID != int64(p.cmd.Process.Pid) || !strings.HasSuffix(got.Meta, " cmd=sh job=42") {
+		t.Fatalf("metadata %+v, want host %s pid %d cmd=sh job=42", got, host, p.cmd.Process.Pid)
+	}
+}
+
+// TestSignalForwarding: SIGTERM and SIGINT reach the command; the lock is
+// still held while it handles them and released once it has exited.
+func TestSignalForwarding(t *testing.T) {
+	env, c, _ := server(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			script := `trap '"$BIN" status --json sig > during.json; echo "$1" > marker; exit 7' TERM INT
+echo x > started
+while :; do sleep 0.02; done`
+			p := startDL(t, dir, append(env, "BIN="+binPath), "run", "sig", "--", "sh", "-c", script, "sh", sig.String())
+			waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+			signalProc(t, p, sig)
+			if code := p.wait(t, 10*time.Second); code != 7 {
+				t.Fatalf("exit %d, want the command's 7; stderr %s", code, p.stderr.String())
+			}
+			if m := strings.TrimSpace(readFile(t, filepath.Join(dir, "marker"))); m != sig.String() {
+				t.Fatalf("marker %q", m)
+			}
+			if during := readFile(t, filepath.Join(dir, "during.json")); !strings.Contains(during, `"key": "sig"`) {
+				t.Fatalf("lock not held while the command handled the signal: %s", during)
+			}
+			if info, err := c.Inspect(ctxT(t, 5*time.Second), "sig"); err != nil || info.Held() {
+				t.Fatalf("after exit: %+v %v, want released", info, err)
+			}
+		})
+	}
+
+	t.Run("while waiting", func(t *testing.T) {
+		ctx := ctxT(t, 10*time.Second)
+		l, err := c.TryLock(ctx, "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		dir := t.TempDir()
+		p := startDL(t, dir, env, "run", "held", "--", "touch", "ran")
+		time.Sleep(300 * time.Millisecond) // let it start waiting
+		signalProc(t, p, syscall.SIGTERM)
+		if code := p.wait(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
+			t.Fatalf("exit %d, want %d; %s", code, 128+int(syscall.SIGTERM), p.stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+			t.Fatal("command ran without the lock")
+		}
+	})
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"run", "--help"}, {"status", "-h"}, {"release", "--help"}, {"help", "urls"}, {"help", "run"}} {
+		code, out, stderr := dl(t, nil, args...)
+		if code != 0 || stderr != "" || !strings.Contains(out, "usage: distlock") && !strings.Contains(out, "redis-sentinel://") {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
+		if args[0] != "help" || len(args) == 1 {
+			if !strings.Contains(out, "Exit status") {
+				t.Fatalf("%v: help does not document the exit status", args)
+			}
+		}
+	}
+	if code, _, stderr := dl(t, nil); code != exitUsage || !strings.Contains(stderr, "usage: distlock") {
+		t.Fatalf("no arguments: exit %d %q", code, stderr)
+	}
+}

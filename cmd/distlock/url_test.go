@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseRedisURL(t *testing.T) {
+	cases := []struct {
+		url  string
+		want string // what the parsed target says, in a compact form
+	}{
+		{"redis://localhost:6379", "single tcp localhost:6379 db=0 user= tls=false"},
+		{"redis://h", "single tcp h:6379 db=0 user= tls=false"},
+		{"redis://:pw@h:7000/3", "single tcp h:7000 db=3 user= tls=false pass"},
+		{"rediss://alice:s%40cret@10.0.0.1:6380", "single tcp 10.0.0.1:6380 db=0 user=alice tls=true pass"},
+		{"redis://[::1]:6380", "single tcp [::1]:6380 db=0 user= tls=false"},
+		{"unix:///run/redis.sock?db=2", "single unix /run/redis.sock db=2 user= tls=false"},
+		{"redis-sentinel://s1,s2:26380/mymaster", "failover mymaster [s1:26379 s2:26380] db=0 user= tls=false"},
+		{"rediss-sentinel://app:pw@s1:1/m/2?sentinel_password=spw&dial_timeout=2s", "failover m [s1:1] db=2 user=app tls=true pass spass"},
+		{"redis-cluster://n1:7000,n2:7001,[::1]:7002", "cluster [n1:7000 n2:7001 [::1]:7002] user= tls=false"},
+		{"rediss-cluster://u:p@n1?max_retries=1", "cluster [n1:6379] user=u tls=true pass"},
+	}
+	for _, tc := range cases {
+		tg, err := parseRedisURL(tc.url)
+		if err != nil {
+			t.Errorf("%s: %v", tc.url, err)
+			continue
+		}
+		if got := describeTarget(tg); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.url, got, tc.want)
+		}
+		if !contextTimeouts(tg) {
+			t.Errorf("%s: context deadlines not honoured", tc.url)
+		}
+	}
+}
+
+func TestParseRedisURLErrors(t *testing.T) {
+	for _, tc := range []struct{ url, msg string }{
+		{"localhost:6379", "want SCHEME://"},
+		{"http://h", "unknown scheme"},
+		{"redis://a,b", "several hosts"},
+		{"redis://h/x", "database"},
+		{"redis://h?bogus=1", "bogus"},
+		{"redis-sentinel://s1", "/MASTER"},
+		{"redis-sentinel://s1/m/1/2", "/MASTER"},
+		{"redis-sentinel://s1,,s2/m", "empty host"},
+		{"redis-sentinel://s1/m?master_name=x", "in the path"},
+		{"redis-cluster:///", "no host"},
+		{"redis-cluster://n1/1", "database 0"},
+		{"redis-cluster://n1?addr=n2:1", "HOST:PORT,HOST:PORT"},
+		{"redis-cluster://n1:x:y", "bad host:port"},
+		{"redis-cluster://u:p@n1:7000?%zz", "bad query"},
+	} {
+		_, err := parseRedisURL(tc.url)
+		if err == nil || !errors.Is(err, errBadURL) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: error %v, want one containing %q", tc.url, err, tc.msg)
+		}
+	}
+	_, err := parseRedisURL("redis://user:hunter2@h/x")
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %v repeats the password", err)
+	}
+}
+
+// describeTarget is a compact, comparable form of a parsed target.
+func describeTarget(t *target) string {
+	var b strings.Builder
+	switch {
+	case t.single != nil:
+		o := t.single
+		b.WriteString("single " + o.Network + " " + o.Addr + " db=" + itoa(o.DB) + " user=" + o.Username)
+		b.WriteString(" tls=" + boolS(o.TLSConfig != nil))
+		if o.Password != "" {
+			b.WriteString(" pass")
+		}
+	case t.failover != nil:
+		o := t.failover
+		b.WriteString("failover " + o.MasterName + " [" + strings.Join(o.SentinelAddrs, " ") + "] db=" + itoa(o.DB) + " user=" + o.Username)
+		b.WriteString(" tls=" + boolS(o.TLSConfig != nil))
+		if o.Password != "" {
+			b.WriteString(" pass")
+		}
+		if o.SentinelPassword != "" {
+			b.WriteString(" spass")
+		}
+	default:
+		o := t.cluster
+		b.WriteString("cluster [" + strings.Join(o.Addrs, " ") + "] user=" + o.Username)
+		b.WriteString(" tls=" + boolS(o.TLSConfig != nil))
+		if o.Password != "" {
+			b.WriteString(" pass")
+		}
+	}
+	return b.String()
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func contextTimeouts(t *target) bool {
+	switch {
+	case t.single != nil:
+		return t.single.ContextTimeoutEnabled
+	case t.failover != nil:
+		return t.failover.ContextTimeoutEnabled
+	}
+	return t.cluster.ContextTimeoutEnabled
+}
+
+func boolS(v bool) string {
+	if v {
+		return "true"
+	}
+	return "false"
+}
+
+// FuzzParseRedisURL: no input panics, and every error is a usage error that
+// does not leak a password.
+func FuzzParseRedisURL(f *testing.F) {
+	for _, s := range []string{
+		"redis://localhost:6379", "rediss://u:p@h:1/2?dial_timeout=1s", "unix:///tmp/s",
+		"redis-sentinel://a,b:2/m/1?sentinel_password=x", "rediss-cluster://u:p@a:1,[::1]:2",
+		"redis-cluster://", "redis-sentinel://@/", "redis://[::1", "redis://h:99999",
+		"redis-cluster://a:1,,b", "redis-sentinel://a/%zz", "rediss://:@?#", "://", "",
+		"redis-cluster://a?addr=b", "redis://h/1?db=x", "redis-sentinel://h/m?read_timeout=-1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tg, err := parseRedisURL(s)
+		if err != nil {
+			if !errors.Is(err, errBadURL) {
+				t.Fatalf("%q: error %v does not wrap errBadURL", s, err)
+			}
+			return
+		}
+		if tg.single == nil && tg.failover == nil && tg.cluster == nil {
+			t.Fatalf("%q: empty target", s)
+		}
+		_ = tg.String()
+		_ = tg.tlsConfig()
+	})
+}
+
+// FuzzParseArgs: no command line panics a parser; a parsed `run` always has
+// a key and a command.
+func FuzzParseArgs(f *testing.F) {
+	for _, s := range []string{
+		"--wait\x000\x00k\x00--\x00true", "k\x00sh\x00-c\x00exit 3", "--ttl\x001.5\x00k\x00--\x00x",
+		"--wait\x00NaN\x00k\x00x", "--wait\x00-1\x00k\x00x", "--redis\x00redis://a\x00--redis\x00b\x00k",
+		"--json\x00job:*", "--force\x00k\x00--yes", "--\x00--", "-h", "--grace\x001e309\x00k\x00x",
+		"--owner=\x00k\x00x", "k\x00--json\x00--\x00extra",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		args := strings.Split(s, "\x00")
+		if cfg, err := parseRunArgs(args); err == nil {
+			if cfg.key == "" || len(cfg.command) == 0 || cfg.ttl <= 0 || cfg.grace < 0 {
+				t.Fatalf("%q parsed to %+v", args, cfg)
+			}
+		}
+		_, _ = parseStatusArgs(args)
+		_, _ = parseReleaseArgs(args)
+		_, _ = parseDuration(s)
+	})
+}
