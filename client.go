@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -25,14 +24,17 @@ type Client struct {
 	ack    replicaAck
 	closed atomic.Bool
 
-	mu      sync.Mutex
-	renewer *renewer
+	closing chan struct{} // closed by Close: wakes waiting Lock calls
+
+	mu       sync.Mutex
+	renewer  *renewer
+	notifier *notifier
 }
 
 // New returns a Client on rdb. Close stops what the Client started; it does
 // not close rdb. A nil rdb gives a Client whose methods return ErrNilClient.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{rdb: rdb, prefix: DefaultPrefix, nilRDB: isNil(rdb)}
+	c := &Client{rdb: rdb, prefix: DefaultPrefix, nilRDB: isNil(rdb), closing: make(chan struct{})}
 	for _, o := range opts {
 		if o != nil {
 			o(c)
@@ -55,14 +57,28 @@ func (c *Client) Close() error {
 	if c == nil || c.closed.Swap(true) {
 		return nil
 	}
+	close(c.closing)
 	c.mu.Lock()
-	r := c.renewer
+	r, n := c.renewer, c.notifier
 	c.renewer = nil
 	c.mu.Unlock()
 	if r != nil {
 		r.stop()
 	}
+	if n != nil {
+		n.close()
+	}
 	return nil
+}
+
+// notify returns the Client's notifier, creating it on first use.
+func (c *Client) notify() *notifier {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.notifier == nil {
+		c.notifier = newNotifier(c.rdb)
+	}
+	return c.notifier
 }
 
 // TryLock makes one attempt to take key. It returns ErrNotObtained at once if
@@ -78,32 +94,19 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 
 // Lock takes key, waiting while another owner holds it until the lock is
 // free, the retry strategy gives up or ctx ends; then the error wraps
-// ErrNotObtained and ctx.Err(). A wait never outlasts the holder's remaining
-// lease, so the lock of a crashed holder is taken as soon as it expires.
+// ErrNotObtained and ctx.Err(). Waiters are woken by release notices over
+// one pub/sub subscription per Client, and never sleep past the holder's
+// remaining lease, so the lock of a crashed holder is taken as soon as it
+// expires. With WithFair, waiters get the lock in arrival order.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	cfg, err := c.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	token := newToken()
-	names := c.names(key)
-	for n := 1; ; n++ {
-		l, holderTTL, err := c.attempt(ctx, key, cfg, token)
-		if !errors.Is(err, ErrNotObtained) {
-			return l, err
-		}
-		wait := cfg.retry.Backoff(n)
-		if wait < 0 {
-			return nil, fmt.Errorf("%w: %q still held after %d attempts", ErrNotObtained, key, n)
-		}
-		if holderTTL >= 0 && wait > holderTTL {
-			wait = holderTTL
-		}
-		if err := sleepCtx(ctx, wait); err != nil {
-			return nil, notObtained(key, err)
-		}
-		_ = names // the event-driven waiter keys on names (see wait.go)
+	if cfg.fair {
+		return c.lockFair(ctx, key, cfg, newToken())
 	}
+	return c.lockDefault(ctx, key, cfg, newToken())
 }
 
 func (c *Client) prepare(key string, opts []Option) (lockConfig, error) {
@@ -132,17 +135,29 @@ func (c *Client) usable() error {
 // attempt runs the acquire script once. When another owner holds the lock it
 // returns ErrNotObtained and that holder's remaining lease (-1 if unknown).
 func (c *Client) attempt(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, time.Duration, error) {
+	names := c.names(key)
+	owner, reentrant := cfg.ownerArgs(token)
+	return c.acquire(ctx, key, cfg, token, acquireScript, []string{names.lock, names.fence},
+		owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, time.Now().UnixMilli())
+}
+
+// attemptFair runs the fair acquire script once: it takes the lock if no one
+// is ahead in line, and otherwise joins the line or keeps its place.
+func (c *Client) attemptFair(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, time.Duration, error) {
+	names := c.names(key)
+	owner, reentrant := cfg.ownerArgs(token)
+	return c.acquire(ctx, key, cfg, token, acquireFairScript, names.all(),
+		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, fairEntryTTL.Milliseconds(), names.channel)
+}
+
+// acquire runs one acquire script, whose reply is {1, fence, count} when
+// held and {0, holder's pttl} when not.
+func (c *Client) acquire(ctx context.Context, key string, cfg lockConfig, token string, script *redis.Script, keys []string, args ...any) (*Lock, time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, -1, notObtained(key, err)
 	}
-	names := c.names(key)
-	owner, reentrant := token, "0"
-	if cfg.ownerSet {
-		owner, reentrant = cfg.owner, "1"
-	}
 	start := time.Now()
-	cmd, acked := c.ack.runAcked(ctx, c.rdb, acquireScript, []string{names.lock, names.fence},
-		owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, time.Now().UnixMilli())
+	cmd, acked := c.ack.runAcked(ctx, c.rdb, script, keys, args...)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -156,7 +171,8 @@ func (c *Client) attempt(ctx context.Context, key string, cfg lockConfig, token 
 	if res[0] == 0 {
 		return nil, time.Duration(res[1]) * time.Millisecond, fmt.Errorf("%w: %q is held by another owner", ErrNotObtained, key)
 	}
-	l := newLock(c, key, names, token, owner, res[1], cfg, start)
+	owner, _ := cfg.ownerArgs(token)
+	l := newLock(c, key, c.names(key), token, owner, res[1], cfg, start)
 	if !acked {
 		// The grant may not survive a failover: undo it rather than hand out
 		// a lock that a promoted replica would give to someone else too.
@@ -177,7 +193,12 @@ func notObtained(key string, cause error) error {
 // keyNames are the Redis keys of one lock. The hash tag on the lock name puts
 // all of them in one Cluster slot, so one script can touch them all.
 type keyNames struct {
-	lock, fence, channel, queue, timeouts string
+	lock, fence, channel, queue, timeouts, wargs string
+}
+
+// all returns the keys that scripts freeing a lock need (see handoff.lua).
+func (k keyNames) all() []string {
+	return []string{k.lock, k.fence, k.queue, k.timeouts, k.wargs}
 }
 
 func (c *Client) names(key string) keyNames {
@@ -188,6 +209,7 @@ func (c *Client) names(key string) keyNames {
 		channel:  base + ":released", // pub/sub: release and handoff notices
 		queue:    base + ":queue",    // list: fair-mode waiters in arrival order
 		timeouts: base + ":timeouts", // zset: fair-mode waiter -> deadline (ms)
+		wargs:    base + ":wargs",    // hash: fair-mode waiter -> ttl, owner, meta
 	}
 }
 

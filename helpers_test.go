@@ -24,6 +24,10 @@ func runHelper(mode string) int {
 		err = helperInventory(c, rdb)
 	case "hold":
 		err = helperHold(c)
+	case "fairwait":
+		_, err = c.Lock(context.Background(), os.Getenv("DISTLOCK_KEY"), distlock.WithFair())
+		fmt.Println("got")
+		time.Sleep(time.Hour) // until the test kills this process
 	case "fences":
 		err = helperFences(c)
 	case "pausedwriter":

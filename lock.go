@@ -55,6 +55,19 @@ func newLock(c *Client, key string, names keyNames, token, owner string, fence i
 	return l
 }
 
+// newHandedLock builds a Lock for a grant handed over by a release. Its first
+// lease is short, so it is valid for only validFor and due for renewal now.
+func newHandedLock(c *Client, key string, names keyNames, token, owner string, fence int64, cfg lockConfig, start time.Time, validFor time.Duration) *Lock {
+	l := &Lock{
+		client: c, key: key, names: names, token: token, owner: owner,
+		fence: fence, fenceS: strconv.FormatInt(fence, 10), renew: !cfg.noRenew,
+		ttl: cfg.ttl, lost: make(chan struct{}), heapIdx: -1,
+		valid: start.Add(validFor), renewAt: start,
+	}
+	c.track(l)
+	return l
+}
+
 // Key returns the lock's name as given to TryLock or Lock.
 func (l *Lock) Key() string {
 	if l == nil {
@@ -96,14 +109,16 @@ func (l *Lock) Release(ctx context.Context) error {
 	if done {
 		return ErrNotHeld
 	}
-	left, err := releaseScript.Run(ctx, l.client.rdb, []string{l.names.lock},
-		l.owner, l.fenceS, l.names.channel).Int64()
+	res, err := releaseScript.Run(ctx, l.client.rdb, l.names.all(),
+		l.owner, l.fenceS, l.names.channel, fairEntryTTL.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("distlock: release %q: %w", l.key, err)
 	}
-	if left < 0 {
+	if left, _ := res[0].(int64); left < 0 {
 		l.end(lost, ErrTaken)
 		return ErrNotHeld
+	} else if left == 0 {
+		l.client.tellWaiters(l.names.channel, res)
 	}
 	l.end(released, ErrReleased)
 	return nil

@@ -118,3 +118,20 @@ func WithKeyPrefix(prefix string) ClientOption {
 func WithoutRenewal() Option {
 	return func(c *lockConfig) { c.noRenew = true }
 }
+
+// WithFair makes Lock wait in arrival order: waiters line up in Redis and a
+// release hands the lock straight to the first one still waiting. A waiter
+// that gives up leaves the line at once; one that dies is skipped within
+// two seconds. Use it for every Lock call on a key that needs the order.
+func WithFair() Option {
+	return func(c *lockConfig) { c.fair = true }
+}
+
+// ownerArgs returns the value Redis compares on release (the token, or the
+// WithOwner id) and the reentrancy flag for the acquire scripts.
+func (c lockConfig) ownerArgs(token string) (owner, reentrant string) {
+	if c.ownerSet {
+		return c.owner, "1"
+	}
+	return token, "0"
+}

@@ -17,9 +17,19 @@ var (
 	extendSource string
 	//go:embed lua/pttl.lua
 	pttlSource string
+	//go:embed lua/acquire_fair.lua
+	acquireFairSource string
+	//go:embed lua/leave.lua
+	leaveSource string
+	// handoffSource defines the functions that hand a freed lock to the next
+	// fair-mode waiter; the scripts that free a lock start with it.
+	//go:embed lua/handoff.lua
+	handoffSource string
 
-	acquireScript = redis.NewScript(acquireSource)
-	releaseScript = redis.NewScript(releaseSource)
-	extendScript  = redis.NewScript(extendSource)
-	pttlScript    = redis.NewScript(pttlSource)
+	acquireScript     = redis.NewScript(acquireSource)
+	releaseScript     = redis.NewScript(handoffSource + releaseSource)
+	acquireFairScript = redis.NewScript(handoffSource + acquireFairSource)
+	leaveScript       = redis.NewScript(handoffSource + leaveSource)
+	extendScript      = redis.NewScript(extendSource)
+	pttlScript        = redis.NewScript(pttlSource)
 )

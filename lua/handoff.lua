@@ -1,0 +1,46 @@
+-- handoff: shared prelude of the scripts that free a lock. It grants the
+-- free lock KEYS[1] to the first live fair-mode waiter, skipping entries whose
+-- deadline passed (dead or gone waiters), and announces the result.
+-- Expects KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] waiter list,
+-- KEYS[4] waiter deadlines (zset), KEYS[5] waiter arguments (hash).
+-- A waiter's arguments are "<ttl ms> <owner length> <owner><meta>".
+-- Publishes "g <fence> <token>" on a handoff, else "r" (the lock is free).
+-- Returns {fence, token} on a handoff, else nil.
+local function now_ms()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
+local function drop_waiter(token)
+  redis.call('LREM', KEYS[3], 1, token)
+  redis.call('ZREM', KEYS[4], token)
+  redis.call('HDEL', KEYS[5], token)
+end
+
+local function handoff(channel, claim_ms)
+  local now = now_ms()
+  while true do
+    local head = redis.call('LINDEX', KEYS[3], 0)
+    if not head then
+      break
+    end
+    local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
+    local args = redis.call('HGET', KEYS[5], head)
+    drop_waiter(head)
+    if deadline and deadline >= now and args then
+      local ttl, olen, rest = string.match(args, '^(%d+) (%d+) (.*)$')
+      local owner = string.sub(rest, 1, tonumber(olen))
+      local meta = string.sub(rest, tonumber(olen) + 1)
+      local fence = redis.call('INCR', KEYS[2])
+      redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'fence', fence,
+        'meta', meta, 'since', now, 'grant', head)
+      -- A short first lease: a grantee that died while waiting frees the
+      -- lock soon; a live one extends it to its TTL at once.
+      redis.call('PEXPIRE', KEYS[1], math.min(tonumber(ttl), claim_ms))
+      redis.call('PUBLISH', channel, 'g ' .. fence .. ' ' .. head)
+      return {fence, head}
+    end
+  end
+  redis.call('PUBLISH', channel, 'r')
+  return nil
+end

@@ -1,0 +1,267 @@
+package distlock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxIdleChannels bounds how many release channels stay subscribed without
+// local waiters. Keeping a hot key's channel subscribed between waits saves a
+// SUBSCRIBE round trip per wait.
+const maxIdleChannels = 256
+
+// notifier is the one pub/sub subscription per Client through which waiters
+// learn of releases and handoffs. Waiters in this process for the same key
+// share a channel entry and form a local line, so that only its head asks
+// Redis for the lock (no herd), and releases made by this process wake the
+// head directly, before Redis' message arrives.
+type notifier struct {
+	rdb redis.UniversalClient
+
+	mu    sync.Mutex
+	ps    *redis.PubSub
+	chans map[string]*channelState
+	idle  int
+	ctx   context.Context
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+type channelState struct {
+	line  []*waiter          // default-mode waiters, head first
+	fair  map[string]*waiter // fair-mode waiters by token
+	since time.Time          // when the channel last became idle
+}
+
+func (s *channelState) empty() bool { return len(s.line) == 0 && len(s.fair) == 0 }
+
+// waiter is one waiting Lock call.
+type waiter struct {
+	channel string
+	token   string
+	fair    bool
+	wake    chan struct{} // a release, or the subscription became live
+	grant   chan int64    // fair mode: the lock was handed to this waiter
+}
+
+func newNotifier(rdb redis.UniversalClient) *notifier {
+	ctx, stop := context.WithCancel(context.Background())
+	return &notifier{rdb: rdb, chans: map[string]*channelState{}, ctx: ctx, stop: stop}
+}
+
+// join adds a waiter for channel, subscribing on first use.
+func (n *notifier) join(channel, token string, fair bool) *waiter {
+	w := &waiter{channel: channel, token: token, fair: fair,
+		wake: make(chan struct{}, 1), grant: make(chan int64, 1)}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.chans[channel]
+	if s == nil {
+		s = &channelState{fair: map[string]*waiter{}}
+		n.chans[channel] = s
+		n.subscribeLocked(channel)
+	} else if s.empty() {
+		n.idle--
+	}
+	if fair {
+		s.fair[token] = w
+	} else {
+		s.line = append(s.line, w)
+	}
+	return w
+}
+
+// leave removes w. A default-mode head that leaves without the lock passes
+// its turn to the next waiter.
+func (n *notifier) leave(w *waiter, acquired bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.chans[w.channel]
+	if s == nil {
+		return
+	}
+	if w.fair {
+		delete(s.fair, w.token)
+	} else if i := indexOf(s.line, w); i >= 0 {
+		s.line = append(s.line[:i], s.line[i+1:]...)
+		if i == 0 && !acquired && len(s.line) > 0 {
+			signal(s.line[0].wake)
+		}
+	}
+	if s.empty() {
+		s.since = time.Now()
+		n.idle++
+		n.pruneLocked()
+	}
+}
+
+// isHead reports whether w is first in its local line.
+func (n *notifier) isHead(w *waiter) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.chans[w.channel]
+	return s != nil && len(s.line) > 0 && s.line[0] == w
+}
+
+// waiting reports whether this process has default-mode waiters on channel;
+// a new Lock call then queues behind them instead of barging.
+func (n *notifier) waiting(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.chans[channel]
+	return s != nil && len(s.line) > 0
+}
+
+// released delivers a release or handoff: payload "r" (or anything else not
+// starting with "g ") wakes the head of the line and the fair waiters; "g
+// <fence> <token>" hands the lock to that fair waiter.
+func (n *notifier) released(channel, payload string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.chans[channel]
+	if s == nil {
+		return
+	}
+	if rest, ok := strings.CutPrefix(payload, "g "); ok {
+		fence, token, _ := strings.Cut(rest, " ")
+		if w := s.fair[token]; w != nil {
+			if f, err := strconv.ParseInt(fence, 10, 64); err == nil {
+				select {
+				case w.grant <- f:
+				default:
+				}
+			}
+		}
+		return
+	}
+	s.wakeAll()
+}
+
+func (s *channelState) wakeAll() {
+	if len(s.line) > 0 {
+		signal(s.line[0].wake)
+	}
+	for _, w := range s.fair {
+		signal(w.wake)
+	}
+}
+
+func (n *notifier) wakeEveryone() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.chans {
+		s.wakeAll()
+	}
+}
+
+func (n *notifier) subscribeLocked(channel string) {
+	if n.ctx.Err() != nil {
+		return // closed: waiters fall back to their timers and see ErrClosed
+	}
+	if n.ps == nil {
+		n.ps = n.rdb.Subscribe(n.ctx)
+		n.done = make(chan struct{})
+		go n.receive(n.ps, n.done)
+	}
+	// Errors surface in receive, which reconnects and resubscribes.
+	_ = n.ps.Subscribe(n.ctx, channel)
+}
+
+// pruneLocked unsubscribes the longest-idle channels beyond maxIdleChannels.
+func (n *notifier) pruneLocked() {
+	for n.idle > maxIdleChannels {
+		var oldest string
+		for ch, s := range n.chans {
+			if s.empty() && (oldest == "" || s.since.Before(n.chans[oldest].since)) {
+				oldest = ch
+			}
+		}
+		delete(n.chans, oldest)
+		n.idle--
+		_ = n.ps.Unsubscribe(n.ctx, oldest)
+	}
+}
+
+// receive reads the subscription until the notifier closes. A confirmation
+// of a (re)subscription wakes that channel's waiters: a release may have
+// happened before the subscription was live. A broken connection wakes all
+// waiters, then go-redis reconnects and resubscribes on the next Receive.
+func (n *notifier) receive(ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	backoff := time.Millisecond
+	for {
+		msg, err := ps.Receive(n.ctx)
+		if err != nil {
+			if n.ctx.Err() != nil {
+				return
+			}
+			n.wakeEveryone()
+			if sleepCtx(n.ctx, backoff) != nil {
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = time.Millisecond
+		switch m := msg.(type) {
+		case *redis.Message:
+			n.released(m.Channel, m.Payload)
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				n.released(m.Channel, "r")
+			}
+		}
+	}
+}
+
+func (n *notifier) close() {
+	n.stop()
+	n.mu.Lock()
+	ps, done := n.ps, n.done
+	n.ps = nil
+	n.mu.Unlock()
+	if ps != nil {
+		_ = ps.Close()
+		<-done
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func indexOf(line []*waiter, w *waiter) int {
+	for i, x := range line {
+		if x == w {
+			return i
+		}
+	}
+	return -1
+}
+
+// tellWaiters passes the outcome of a release made by this process to its
+// own waiters at once: res is the release script's reply, {0} for a freed
+// lock or {0, fence, token} for a handoff.
+func (c *Client) tellWaiters(channel string, res []any) {
+	c.mu.Lock()
+	n := c.notifier
+	c.mu.Unlock()
+	if n == nil {
+		return
+	}
+	if len(res) == 3 {
+		fence, _ := res[1].(int64)
+		token, _ := res[2].(string)
+		n.released(channel, "g "+strconv.FormatInt(fence, 10)+" "+token)
+		return
+	}
+	n.released(channel, "r")
+}

@@ -1,0 +1,143 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	// fairEntryTTL is how long a fair-mode waiter's place in line lives on
+	// the server without a refresh: a waiter that dies is skipped after it.
+	// It is also the first lease of a handed-off grant, so a grantee that
+	// died while waiting blocks the lock for at most this long.
+	fairEntryTTL = 2 * time.Second
+	// fairRefresh is the longest a fair waiter waits without refreshing its
+	// entry; well under fairEntryTTL.
+	fairRefresh = fairEntryTTL / 4
+)
+
+// lockDefault waits in this process's line for key. Only the head of the
+// line asks Redis; it retries when a release is announced (by Redis, or
+// directly by a Release in this process), when the holder's lease runs out,
+// and on the retry strategy's backoff, so a lost message never hangs it.
+func (c *Client) lockDefault(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
+	names := c.names(key)
+	n := c.notify()
+	if !n.waiting(names.channel) { // fast path: no local line to respect
+		l, _, err := c.attempt(ctx, key, cfg, token)
+		if !errors.Is(err, ErrNotObtained) || ctx.Err() != nil {
+			return l, err
+		}
+	}
+	w := n.join(names.channel, token, false)
+	acquired := false
+	defer func() { n.leave(w, acquired) }()
+	for try := 1; ; {
+		wait := time.Duration(-1) // not head: wait for our turn
+		if n.isHead(w) {
+			l, holderTTL, err := c.attempt(ctx, key, cfg, token)
+			if !errors.Is(err, ErrNotObtained) {
+				acquired = err == nil
+				return l, err
+			}
+			if wait = nextWait(cfg.retry, try, holderTTL); wait < 0 {
+				return nil, fmt.Errorf("%w: %q still held after %d attempts", ErrNotObtained, key, try)
+			}
+			try++
+		}
+		if _, err := c.park(ctx, w, wait); err != nil {
+			return nil, notObtained(key, err)
+		}
+	}
+}
+
+// lockFair joins the line in Redis and waits for the lock to be handed over.
+func (c *Client) lockFair(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
+	names := c.names(key)
+	n := c.notify()
+	w := n.join(names.channel, token, true)
+	defer n.leave(w, true)
+	for try := 1; ; try++ {
+		l, holderTTL, err := c.attemptFair(ctx, key, cfg, token)
+		if !errors.Is(err, ErrNotObtained) {
+			return l, err
+		}
+		wait := nextWait(cfg.retry, try, holderTTL)
+		if wait < 0 {
+			return nil, c.leaveLine(ctx, key, token, fmt.Errorf("%w: %q still held after %d attempts", ErrNotObtained, key, try))
+		}
+		fence, err := c.park(ctx, w, min(wait, fairRefresh))
+		if err != nil {
+			return nil, c.leaveLine(ctx, key, token, notObtained(key, err))
+		}
+		if fence > 0 {
+			return c.handedOver(ctx, key, names, token, fence, cfg)
+		}
+	}
+}
+
+// park blocks until w is woken, wait passes (negative: no timer), ctx ends
+// or the Client closes. It returns the fence when the lock was handed to w.
+func (c *Client) park(ctx context.Context, w *waiter, wait time.Duration) (int64, error) {
+	select {
+	case fence := <-w.grant:
+		return fence, nil
+	default:
+	}
+	var timeout <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case fence := <-w.grant:
+		return fence, nil
+	case <-w.wake:
+	case <-timeout:
+	case <-c.closing:
+		return 0, ErrClosed
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return 0, nil
+}
+
+// nextWait is the retry strategy's backoff, but never past the holder's
+// remaining lease, so the lock of a crashed holder is taken at its expiry.
+func nextWait(s RetryStrategy, try int, holderTTL time.Duration) time.Duration {
+	wait := s.Backoff(try)
+	if wait >= 0 && holderTTL >= 0 && wait > holderTTL {
+		wait = holderTTL
+	}
+	return wait
+}
+
+// leaveLine takes a giving-up fair waiter out of the line in Redis (passing
+// on a grant it was handed meanwhile) and returns cause. If Redis cannot be
+// reached the entry expires on its own after fairEntryTTL.
+func (c *Client) leaveLine(ctx context.Context, key, token string, cause error) error {
+	names := c.names(key)
+	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = leaveScript.Run(cleanup, c.rdb, names.all(), token, names.channel, fairEntryTTL.Milliseconds()).Err()
+	return cause
+}
+
+// handedOver builds the Lock for a grant that a release handed to token.
+// The grant's first lease is short (at most fairEntryTTL) and was set before
+// the notice reached us: the Lock treats it as valid for half of it, and the
+// renewer extends it to the TTL at once. A fixed-lease lock is extended here.
+func (c *Client) handedOver(ctx context.Context, key string, names keyNames, token string, fence int64, cfg lockConfig) (*Lock, error) {
+	owner, _ := cfg.ownerArgs(token)
+	claim := min(cfg.ttl, fairEntryTTL)
+	l := newHandedLock(c, key, names, token, owner, fence, cfg, time.Now(), claim/2)
+	if cfg.noRenew && cfg.ttl > claim {
+		if err := l.Extend(ctx, cfg.ttl); err != nil {
+			return nil, fmt.Errorf("distlock: acquire %q: extend handed-over lease: %w", key, err)
+		}
+	}
+	return l, nil
+}

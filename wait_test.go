@@ -1,0 +1,274 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// acquireAsync runs c.Lock in a goroutine and delivers the lock (or error).
+func acquireAsync(ctx context.Context, c *distlock.Client, key string, opts ...distlock.Option) <-chan lockResult {
+	out := make(chan lockResult, 1)
+	go func() {
+		l, err := c.Lock(ctx, key, opts...)
+		out <- lockResult{l, err, time.Now()}
+	}()
+	return out
+}
+
+type lockResult struct {
+	l   *distlock.Lock
+	err error
+	at  time.Time
+}
+
+func recv(t *testing.T, ch <-chan lockResult, within time.Duration) lockResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("Lock: %v", r.err)
+		}
+		return r
+	case <-time.After(within):
+		t.Fatalf("Lock did not return within %v", within)
+	}
+	return lockResult{}
+}
+
+// waitFor polls cond (Redis state we cannot subscribe to) until it holds.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond) // polling Redis state
+	}
+}
+
+// A waiter in another Client (another process's view) is woken by the
+// release notice, not by its backoff: its retry strategy would make it wait
+// 10s.
+func TestReleaseWakesWaiterAtOnce(t *testing.T) {
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	defer other.Close()
+	ctx := ctxT(t, 20*time.Second)
+	for _, fair := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
+			var opts []distlock.Option
+			if fair {
+				opts = append(opts, distlock.WithFair())
+			}
+			key := fmt.Sprintf("wake-%v", fair)
+			l, err := c.TryLock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slow := append(opts, distlock.WithRetry(distlock.ConstantBackoff(10*time.Second)))
+			got := acquireAsync(ctx, other, key, slow...)
+			waitSubscribed(t, rdb, key)
+			released := time.Now()
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := recv(t, got, 2*time.Second)
+			if d := r.at.Sub(released); d > 50*time.Millisecond {
+				t.Fatalf("waiter took %v after the release", d)
+			} else {
+				t.Logf("release → waiter holds: %v", d)
+			}
+			if r.l.Fence() <= l.Fence() {
+				t.Fatalf("fence %d after %d", r.l.Fence(), l.Fence())
+			}
+			r.l.Release(ctx)
+		})
+	}
+}
+
+// A release whose notice is lost (the key deleted behind distlock's back)
+// is found by the safety-net retry.
+func TestLostNoticeIsCoveredByRetry(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := c.TryLock(ctx, "quiet", distlock.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	other := distlock.New(rdb)
+	defer other.Close()
+	got := acquireAsync(ctx, other, "quiet", distlock.WithRetry(distlock.ConstantBackoff(100*time.Millisecond)))
+	waitSubscribed(t, rdb, "quiet")
+	rdb.Del(ctx, "distlock:{quiet}") // freed without a notice
+	recv(t, got, time.Second)
+}
+
+// Killing the subscription connection does not strand a waiter: go-redis
+// reconnects, resubscribes, and the confirmation makes the waiter retry.
+func TestSubscriptionKilledDoesNotStrandWaiter(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.TryLock(ctx, "kill", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := distlock.New(rdb)
+	defer other.Close()
+	got := acquireAsync(ctx, other, "kill", distlock.WithRetry(distlock.ConstantBackoff(30*time.Second)))
+	waitSubscribed(t, rdb, "kill")
+	if n, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %d, %v", n, err)
+	}
+	// Release while the subscription is down: the notice is lost.
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, got, 2*time.Second)
+}
+
+func TestWaiterContextCancelled(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	for _, fair := range []bool{false, true} {
+		key := fmt.Sprintf("cancel-%v", fair)
+		if _, err := c.TryLock(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		opts := []distlock.Option{}
+		if fair {
+			opts = append(opts, distlock.WithFair())
+		}
+		short, cancel := context.WithCancel(ctx)
+		got := acquireAsync(short, c, key, opts...)
+		waitSubscribed(t, rdb, key)
+		if fair {
+			waitFor(t, 2*time.Second, "the waiter to line up", func() bool {
+				return rdb.LLen(ctx, "distlock:{"+key+"}:queue").Val() == 1
+			})
+		}
+		cancelled := time.Now()
+		cancel()
+		select {
+		case r := <-got:
+			if !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, distlock.ErrNotObtained) {
+				t.Fatalf("fair=%v: %v", fair, r.err)
+			}
+			if d := r.at.Sub(cancelled); d > 50*time.Millisecond {
+				t.Fatalf("fair=%v: returned %v after cancel", fair, d)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("fair=%v: waiter did not return after cancel", fair)
+		}
+		if n, _ := rdb.LLen(ctx, "distlock:{"+key+"}:queue").Result(); n != 0 {
+			t.Fatalf("fair=%v: %d entries left in line", fair, n)
+		}
+	}
+}
+
+// In fair mode waiters get the lock in arrival order, and the releaser, who
+// asks again at once, waits for its turn.
+func TestFairOrder(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 20*time.Second)
+	first, err := c.Lock(ctx, "fifo", distlock.WithFair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range n {
+		// Each waiter uses its own Client, as separate processes would.
+		wc := distlock.New(rdb)
+		defer wc.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := wc.Lock(ctx, "fifo", distlock.WithFair())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			l.Release(ctx)
+		}()
+		waitFor(t, 2*time.Second, "the waiter to line up", func() bool {
+			return rdb.LLen(ctx, "distlock:{fifo}:queue").Val() == int64(i+1)
+		})
+	}
+	first.Release(ctx)
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("grant order %v, want arrival order", order)
+		}
+	}
+}
+
+// A fair waiter whose process vanished (its entry is no longer refreshed) is
+// skipped once its entry's deadline passes, so the line never wedges.
+func TestFairDeadWaiterIsSkipped(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 20*time.Second)
+	holder, err := c.Lock(ctx, "line", distlock.WithFair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := startHelper(t, "fairwait", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=line")
+	waitFor(t, 5*time.Second, "the helper to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{line}:queue").Val() == 1
+	})
+	live := acquireAsync(ctx, c, "line", distlock.WithFair())
+	waitFor(t, 2*time.Second, "the live waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{line}:queue").Val() == 2
+	})
+	_ = dead.cmd.Process.Kill()
+	killed := time.Now()
+	holder.Release(ctx)
+	r := recv(t, live, 10*time.Second)
+	t.Logf("live waiter got the lock %v after the dead one was killed", r.at.Sub(killed).Round(time.Millisecond))
+	if d := r.at.Sub(killed); d > 5*time.Second {
+		t.Fatalf("line wedged for %v", d)
+	}
+}
+
+// In default mode, a process that releases and asks again at once queues
+// behind its own waiters instead of re-grabbing the lock.
+func TestDefaultModeReleaserDoesNotBarge(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.Lock(ctx, "barge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, c, "barge")
+	waitSubscribed(t, rdb, "barge") // the waiter is in this process's line
+	l.Release(ctx)
+	releaser := acquireAsync(ctx, c, "barge")
+	w := recv(t, waiter, 2*time.Second)
+	w.l.Release(ctx)
+	r := recv(t, releaser, 2*time.Second)
+	if r.l.Fence() < w.l.Fence() {
+		t.Fatalf("releaser re-grabbed: its fence %d, the waiter's %d", r.l.Fence(), w.l.Fence())
+	}
+}
+
+// waitSubscribed waits until some Client listens on key's release channel.
+func waitSubscribed(t *testing.T, rdb *redis.Client, key string) {
+	t.Helper()
+	ch := "distlock:{" + key + "}:released"
+	waitFor(t, 2*time.Second, "a subscription to "+ch, func() bool {
+		n, _ := rdb.PubSubNumSub(context.Background(), ch).Result()
+		return n[ch] >= 1
+	})
+}
