@@ -186,15 +186,26 @@ func (c *Cluster) Failover(t testing.TB, master *Server) *Server {
 		t.Fatalf("redistest: %s has no replica to fail over to", master.Addr)
 	}
 	r := rs[0]
-	if err := c.plain(r).Do(context.Background(), "CLUSTER", "FAILOVER").Err(); err != nil {
-		t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", r.Addr, err)
-	}
-	c.waitFor(t, fmt.Sprintf("%s to become master", r.Addr), func() error {
-		if role := c.role(t, r); role != "master" {
-			return fmt.Errorf("role %s", role)
+	// A manual failover that does not complete within 5s (Redis'
+	// CLUSTER_MF_TIMEOUT: no majority of votes in time, e.g. on a busy
+	// machine) is abandoned by Redis; ask again, as an operator would.
+	deadline := time.Now().Add(clusterTimeout)
+	for {
+		if err := c.plain(r).Do(context.Background(), "CLUSTER", "FAILOVER").Err(); err != nil {
+			t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", r.Addr, err)
 		}
-		return nil
-	})
+		promoted := time.Now().Add(6 * time.Second)
+		for c.role(t, r) != "master" && time.Now().Before(promoted) {
+			time.Sleep(10 * time.Millisecond) // polling the replica's role
+		}
+		if c.role(t, r) == "master" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: %s not promoted by CLUSTER FAILOVER within %v:\n%s", r.Addr, clusterTimeout, r.LogTail())
+		}
+		t.Logf("redistest: CLUSTER FAILOVER on %s did not complete, retrying:\n%s", r.Addr, r.LogTail())
+	}
 	c.WaitStable(t)
 	return r
 }
@@ -273,11 +284,15 @@ func (c *Cluster) WaitStable(t testing.TB) {
 			if n, _ := strconv.Atoi(infoField(info, "cluster_known_nodes")); n < len(c.Nodes) {
 				return fmt.Errorf("%s knows %d of %d nodes", s.Addr, n, len(c.Nodes))
 			}
-			v := c.slotView(t, s)
+			roles, err := c.linksUp(s)
+			if err != nil {
+				return err
+			}
+			v := c.slotView(t, s) + "\n" + roles
 			if view == "" {
 				view = v
 			} else if v != view {
-				return fmt.Errorf("slot maps differ:\n%s\n%s", view, v)
+				return fmt.Errorf("views of slots and roles differ:\n%s\n%s", view, v)
 			}
 			repl := c.info(t, s, "replication")
 			if infoField(repl, "role") == "slave" && infoField(repl, "master_link_status") != "up" {
@@ -286,6 +301,40 @@ func (c *Cluster) WaitStable(t testing.TB) {
 		}
 		return nil
 	})
+}
+
+// linksUp checks that s has a connected cluster-bus link to every other
+// node and flags none of them as failing or still in handshake, and returns
+// how s sees every node's role and master. Every node must agree on that
+// before a manual failover: a master ignores a failover request from a node
+// it does not yet know as its replica, and the request times out.
+func (c *Cluster) linksUp(s *Server) (string, error) {
+	nodes, err := c.plain(s).ClusterNodes(context.Background()).Result()
+	if err != nil {
+		return "", fmt.Errorf("%s: CLUSTER NODES: %w", s.Addr, err)
+	}
+	var roles []string
+	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			return "", fmt.Errorf("%s: bad CLUSTER NODES line %q", s.Addr, line)
+		}
+		for _, bad := range []string{"handshake", "fail", "noaddr"} {
+			if strings.Contains(f[2], bad) {
+				return "", fmt.Errorf("%s sees %s as %s", s.Addr, f[1], f[2])
+			}
+		}
+		if f[7] != "connected" {
+			return "", fmt.Errorf("%s: link to %s %s", s.Addr, f[1], f[7])
+		}
+		role := "master"
+		if strings.Contains(f[2], "slave") {
+			role = "replica of " + f[3]
+		}
+		roles = append(roles, f[0]+" "+role)
+	}
+	sort.Strings(roles)
+	return strings.Join(roles, "\n"), nil
 }
 
 // slotView is a canonical text of the slot ranges and masters that s sees.
