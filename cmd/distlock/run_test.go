@@ -102,10 +102,9 @@ while :; do sleep 0.02; done`
 	p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "lost", "--", "sh", "-c", script)
 	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
 
-	code, out, stderr := dl(t, env, "release", "--force", "--yes", "lost")
 	released := time.Now()
-	if code != 0 || !strings.HasPrefix(out, "released lost: fence ") {
-		t.Fatalf("release --force --yes: exit %d, %q %q", code, out, stderr)
+	if _, err := c.ForceRelease(ctxT(t, 5*time.Second), "lost"); err != nil {
+		t.Fatal(err)
 	}
 	waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
 	elapsed := time.Since(released)
