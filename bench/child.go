@@ -314,7 +314,7 @@ func runCrash(c contender, addr string, ad *admin, waiters int, ttl time.Duratio
 			}
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*ttl+5*time.Second)
 	defer cancel()
 	type got struct {
 		at  int64
