@@ -267,12 +267,15 @@ func TestClusterWaiterOnOtherNode(t *testing.T) {
 	slices.Sort(sorted)
 	median := sorted[len(sorted)/2]
 	t.Logf("waiter via %s, lock on %s: release→grant %v (median %v)", seed.Addr, home.Addr, lat, median)
-	// Polling alone wakes within the default backoff cap (100ms); an event
-	// wake-up takes about a round trip. The bounds hold for both, with
-	// margin for a busy machine, and catch a waiter that is not woken at all
-	// until some longer timeout.
-	if median >= 100*time.Millisecond {
-		t.Fatalf("median release→grant %v, want < 100ms", median)
+	// The release reaches the waiter's Client, a different Client whose
+	// subscription sits on another node, as a pub/sub message that the
+	// cluster bus carries across nodes: about a round trip. Polling alone
+	// (the fallback when a message is missed) takes up to the default backoff
+	// cap of 100ms, median about 50ms, so the median bound proves the
+	// wake-up is event-driven; the worst-case bound allows one missed event
+	// on a busy machine.
+	if median >= 25*time.Millisecond {
+		t.Fatalf("median release→grant %v, want < 25ms (event-driven wake-up)", median)
 	}
 	if worst := sorted[len(sorted)-1]; worst >= 250*time.Millisecond {
 		t.Fatalf("worst release→grant %v, want < 250ms", worst)
