@@ -138,15 +138,16 @@ func (r *renewer) run() {
 			}
 		}
 		queue = sched.popDue(time.Now(), queue)
-		queue = dropEnded(queue)
 		if !inflight && len(queue) > 0 {
-			n := min(len(queue), maxRenewBatch)
-			select {
-			case r.batches <- queue[:n:n]:
-				inflight = true
-				queue = queue[n:]
-			case <-r.quit:
-				return
+			var batch []*Lock
+			batch, queue = nextBatch(queue)
+			if len(batch) > 0 {
+				select {
+				case r.batches <- batch:
+					inflight = true
+				case <-r.quit:
+					return
+				}
 			}
 		}
 	}
@@ -355,16 +356,22 @@ func (s *schedule) popDue(now time.Time, queue []*Lock) []*Lock {
 	return queue
 }
 
-func dropEnded(queue []*Lock) []*Lock {
-	kept := queue[:0]
-	for _, l := range queue {
+// nextBatch takes up to maxRenewBatch locks still held from the front of
+// queue, dropping ended ones on the way. It looks at each lock once: the
+// queue can hold many thousands of locks when Redis is slow, and filtering
+// all of it on every wake-up made the scheduler quadratic.
+func nextBatch(queue []*Lock) (batch, rest []*Lock) {
+	i := 0
+	for ; i < len(queue) && len(batch) < maxRenewBatch; i++ {
+		l := queue[i]
+		queue[i] = nil
 		if l.isHeld() {
-			kept = append(kept, l)
-		} else {
-			l.mu.Lock()
-			l.renewing = false
-			l.mu.Unlock()
+			batch = append(batch, l)
+			continue
 		}
+		l.mu.Lock()
+		l.renewing = false
+		l.mu.Unlock()
 	}
-	return kept
+	return batch, queue[i:]
 }
