@@ -356,7 +356,7 @@ func TestManyCyclesLeaveNothingBehind(t *testing.T) {
 	conn := redis.NewClient(srv.Options())
 	c := distlock.New(conn)
 	const workers, cycles, keysPerWorker = 4, 10_000, 50
-	const ttl = 60 * time.Millisecond
+	const ttl = 300 * time.Millisecond // short, yet with room for a loaded machine
 	errs := make(chan error, workers)
 	before := evalCalls(t, rdb)
 	for w := range workers {
@@ -368,7 +368,7 @@ func TestManyCyclesLeaveNothingBehind(t *testing.T) {
 					errs <- err
 					return
 				}
-				if i%200 == 0 {
+				if i%500 == 0 {
 					time.Sleep(ttl) // held past ttl/3: renewed at least once
 				}
 				if err := l.Release(ctx); err != nil {
@@ -386,7 +386,7 @@ func TestManyCyclesLeaveNothingBehind(t *testing.T) {
 	}
 	renewals := evalCalls(t, rdb) - before - 2*cycles
 	t.Logf("%d cycles, %d renewals", cycles, renewals)
-	if renewals < cycles/200 {
+	if renewals < cycles/500 {
 		t.Fatalf("only %d renewals: the long holds were not renewed", renewals)
 	}
 	c.Close()
