@@ -1,0 +1,5 @@
+package main
+
+import "github.com/distlock/distlock"
+
+func init() { fairOption = distlock.WithFair }
