@@ -18,33 +18,49 @@ import (
 	"github.com/distlock/distlock/internal/redistest"
 )
 
-// binPath is the distlock binary built once for the end-to-end tests.
-var binPath string
+// binDir holds the distlock binary that the end-to-end tests build once,
+// on first use (fuzzing workers never build it).
+var (
+	binDir    string
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
 
 // raceEnabled builds the binary with -race when the tests run with it.
 var raceEnabled bool
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "distlock-cli-test")
-	if err != nil {
+	var err error
+	if binDir, err = os.MkdirTemp("", "distlock-cli-test"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binPath = filepath.Join(dir, "distlock")
-	args := []string{"build", "-o", binPath}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command(goTool(), append(args, ".")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building distlock:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	os.RemoveAll(binDir)
 	os.Exit(code)
+}
+
+// binary returns the path of the distlock binary, building it first.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		path := filepath.Join(binDir, "distlock")
+		args := []string{"build", "-o", path}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command(goTool(), append(args, ".")...).CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("building distlock: %v\n%s", err, out)
+			return
+		}
+		binPath = path
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
 }
 
 func goTool() string {
@@ -84,7 +100,7 @@ type proc struct {
 // startDL runs the binary in dir with env added to the environment.
 func startDL(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binPath, args...), done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
 	p.cmd.Dir = dir
 	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr

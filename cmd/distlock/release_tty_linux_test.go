@@ -48,7 +48,7 @@ func TestReleaseConfirmOnTerminal(t *testing.T) {
 	}
 	for _, answer := range []string{"n", "y"} {
 		master, slave := openPTY(t)
-		cmd := exec.Command(binPath, "release", "--force", "ask")
+		cmd := exec.Command(binary(t), "release", "--force", "ask")
 		cmd.Env = append(cleanEnv(), env...)
 		cmd.Stdin = slave
 		var out, errOut lockedBuffer

@@ -244,11 +244,11 @@ func TestRunEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	script := `printf '%s\n%s\n%s\n' "$DISTLOCK_KEY" "$DISTLOCK_FENCE" "$DISTLOCK_TOKEN" > env
 "$BIN" status --json "$DISTLOCK_KEY" > status.json`
-	p := startDL(t, dir, append(env, "BIN="+binPath), "run", "--owner", "", "--meta", "job=42", "env-key", "--", "sh", "-c", script)
+	p := startDL(t, dir, append(env, "BIN="+binary(t)), "run", "--owner", "", "--meta", "job=42", "env-key", "--", "sh", "-c", script)
 	if code := p.wait(t, 10*time.Second); code != exitUsage {
 		t.Fatalf("--owner '': exit %d, want %d", code, exitUsage)
 	}
-	p = startDL(t, dir, append(env, "BIN="+binPath), "run", "--meta", "job=42", "env-key", "--", "sh", "-c", script)
+	p = startDL(t, dir, append(env, "BIN="+binary(t)), "run", "--meta", "job=42", "env-key", "--", "sh", "-c", script)
 	if code := p.wait(t, 10*time.Second); code != 0 {
 		t.Fatalf("exit %d: %s", code, p.stderr.String())
 	}
@@ -282,7 +282,7 @@ func TestSignalForwarding(t *testing.T) {
 			script := `trap '"$BIN" status --json sig > during.json; echo "$1" > marker; exit 7' TERM INT
 echo x > started
 while :; do sleep 0.02; done`
-			p := startDL(t, dir, append(env, "BIN="+binPath), "run", "sig", "--", "sh", "-c", script, "sh", sig.String())
+			p := startDL(t, dir, append(env, "BIN="+binary(t)), "run", "sig", "--", "sh", "-c", script, "sh", sig.String())
 			waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
 			signalProc(t, p, sig)
 			if code := p.wait(t, 10*time.Second); code != 7 {

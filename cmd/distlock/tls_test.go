@@ -47,7 +47,7 @@ func TestTLSAndACL(t *testing.T) {
 	t.Run("run and status over TLS as alice", func(t *testing.T) {
 		dir := t.TempDir()
 		script := `echo "$DISTLOCK_FENCE" > fence; "$BIN" status --json "$DISTLOCK_KEY" > status.json`
-		p := startDL(t, dir, []string{"BIN=" + binPath, "DISTLOCK_REDIS_URL=" + url, caEnv},
+		p := startDL(t, dir, []string{"BIN=" + binary(t), "DISTLOCK_REDIS_URL=" + url, caEnv},
 			"run", "--wait", "0", "tls-job", "--", "sh", "-c", script)
 		if code := p.wait(t, 20*time.Second); code != 0 {
 			t.Fatalf("exit %d: %s", code, p.stderr.String())
