@@ -21,7 +21,7 @@ var (
 	forceReleaseSource string
 
 	inspectScript      = redis.NewScript(inspectSource)
-	forceReleaseScript = redis.NewScript(forceReleaseSource)
+	forceReleaseScript = redis.NewScript(handoffSource + forceReleaseSource)
 )
 
 // LockInfo is a snapshot of one lock as Redis holds it, for status tools.
@@ -68,7 +68,16 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
 	}
-	info, err := parseLockInfo(key, res)
+	if len(res) != 8 {
+		return LockInfo{}, fmt.Errorf("distlock: inspect %q: unexpected reply %v", key, res)
+	}
+	info, err := parseLockInfo(key, res[:6])
+	if err != nil {
+		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
+	}
+	if info.Queued, err = replyInt(res[6]); err == nil {
+		info.Listening, err = replyInt(res[7])
+	}
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
 	}
@@ -156,7 +165,7 @@ func (c *Client) lockName(redisKey string) (string, bool) {
 		return "", false
 	}
 	name := rest[:len(rest)-1]
-	for _, suffix := range []string{"}:fence", "}:queue", "}:timeouts", "}:released"} {
+	for _, suffix := range []string{"}:fence", "}:queue", "}:timeouts", "}:wargs", "}:released"} {
 		if strings.Contains(name, suffix) {
 			return "", false
 		}
@@ -191,47 +200,37 @@ func (c *Client) forceRelease(ctx context.Context, key string, fence int64) (Loc
 		return LockInfo{}, err
 	}
 	names := c.names(key)
-	res, err := forceReleaseScript.Run(ctx, c.rdb, []string{names.lock}, names.channel, fence).Slice()
+	res, err := forceReleaseScript.Run(ctx, c.rdb, names.all(), names.channel, fence, fairEntryTTL.Milliseconds()).Slice()
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}
 	if len(res) == 0 {
 		return LockInfo{Key: key}, fmt.Errorf("%w: %q is free", ErrNotHeld, key)
 	}
-	info, err := parseLockInfo(key, res)
+	if len(res) != 8 {
+		return LockInfo{}, fmt.Errorf("distlock: force release %q: unexpected reply %v", key, res)
+	}
+	info, err := parseLockInfo(key, res[:6])
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}
-	if removed, _ := res[len(res)-1].(int64); removed != 1 {
+	if removed, _ := res[6].(int64); removed != 1 {
 		return info, fmt.Errorf("%w: %q is now held with fence %d, not %d", ErrNotHeld, key, info.Fence, fence)
 	}
 	return info, nil
 }
 
-// parseLockInfo reads {owner, count, fence, meta, since, pttl, ...} as the
-// inspect and force_release scripts return it; inspect appends {queued,
-// listening}.
+// parseLockInfo reads {owner, count, fence, meta, since, pttl} as the
+// inspect and force_release scripts return them.
 func parseLockInfo(key string, res []any) (LockInfo, error) {
-	if len(res) < 6 {
-		return LockInfo{}, fmt.Errorf("unexpected reply %v", res)
-	}
 	info := LockInfo{Key: key}
 	var errs []error
 	num := func(v any) int64 {
-		switch v := v.(type) {
-		case nil:
-			return 0
-		case int64:
-			return v
-		case string:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("bad number %q", v))
-			}
-			return n
+		n, err := replyInt(v)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		errs = append(errs, fmt.Errorf("unexpected value %v (%T)", v, v))
-		return 0
+		return n
 	}
 	info.Owner, _ = res[0].(string)
 	if info.Held() {
@@ -245,11 +244,24 @@ func parseLockInfo(key string, res []any) (LockInfo, error) {
 			info.TTL = time.Duration(ms) * time.Millisecond
 		}
 	}
-	if len(res) == 8 {
-		info.Queued = num(res[6])
-		info.Listening = num(res[7])
-	}
 	return info, errors.Join(errs...)
+}
+
+// replyInt reads a script's integer or numeric-string reply; nil is 0.
+func replyInt(v any) (int64, error) {
+	switch v := v.(type) {
+	case nil:
+		return 0, nil
+	case int64:
+		return v, nil
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad number %q", v)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("unexpected value %v (%T)", v, v)
 }
 
 // globEscape quotes the characters that are special in a Redis glob.

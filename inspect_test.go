@@ -163,8 +163,8 @@ func TestForceRelease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("waiters not told: %v", err)
 	}
-	if msg.Payload != fmt.Sprint(l.Fence()) {
-		t.Fatalf("release notice %q, want the fence %d", msg.Payload, l.Fence())
+	if msg.Payload != "r" {
+		t.Fatalf("release notice %q, want \"r\" (free)", msg.Payload)
 	}
 	// The holder learns at its next renewal, a third of the TTL later.
 	select {
@@ -205,5 +205,49 @@ func TestForceReleaseGrantChecksFence(t *testing.T) {
 	}
 	if _, err := c.ForceReleaseGrant(ctx, "grant", 0); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("fence 0: %v, want ErrInvalidOption", err)
+	}
+}
+
+// TestForceReleaseHandsToFairWaiter: a forced release frees the lock like a
+// release does, so the first fair-mode waiter gets it at once.
+func TestForceReleaseHandsToFairWaiter(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	holder, err := c.TryLock(ctx, "fair", distlock.WithTTL(time.Minute), distlock.WithFair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *distlock.Lock, 1)
+	go func() {
+		l, err := c.Lock(ctx, "fair", distlock.WithFair())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := c.Inspect(ctx, "fair")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Queued == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiter never queued: %+v", info)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the waiter to line up
+	}
+	if _, err := c.ForceRelease(ctx, "fair"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l == nil || l.Fence() != holder.Fence()+1 {
+			t.Fatalf("waiter got %v", l)
+		}
+	case <-time.After(3 * time.Second): // the holder's lease had a minute left
+		t.Fatal("fair waiter not handed the lock")
 	}
 }
