@@ -47,6 +47,8 @@ Flags:
                     (default 10s)
   --grace DURATION  time from SIGTERM to SIGKILL after the lock is lost
                     (default 5s)
+  --fair            wait in line: a freed lock goes to the --fair process
+                    that has waited longest (use it on every run of KEY)
   --owner ID        reentrant lock: a lock held under the same ID, by any
                     process, is taken again instead of waited for
   --meta TEXT       added to the holder metadata that status shows
@@ -81,6 +83,7 @@ type runConfig struct {
 	grace   time.Duration
 	owner   string
 	meta    string
+	fair    bool
 	verbose bool
 }
 
@@ -97,6 +100,7 @@ func parseRunArgs(args []string) (*runConfig, error) {
 	fs.Var(&grace, "grace", "")
 	fs.StringVar(&cfg.owner, "owner", "", "")
 	fs.StringVar(&cfg.meta, "meta", "", "")
+	fs.BoolVar(&cfg.fair, "fair", false, "")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "")
 	fs.BoolVar(&cfg.verbose, "v", false, "")
 	pos, rest, err := parseInterspersed(fs, args, func(pos []string) bool { return len(pos) == 1 })
@@ -137,7 +141,13 @@ func isSet(fs *flag.FlagSet, name string) bool {
 }
 
 // extraLockOptions are the lock options of flags that map one to one.
-func extraLockOptions(*runConfig) []distlock.Option { return nil }
+func extraLockOptions(cfg *runConfig) []distlock.Option {
+	var opts []distlock.Option
+	if cfg.fair {
+		opts = append(opts, distlock.WithFair())
+	}
+	return opts
+}
 
 // metadata is what status shows about this holder.
 func (cfg *runConfig) metadata() string {

@@ -336,3 +336,43 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("no arguments: exit %d %q", code, stderr)
 	}
 }
+
+// TestRunFair: --fair waiters get the lock in arrival order.
+func TestRunFair(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 20*time.Second)
+	holder, err := c.TryLock(ctx, "line", distlock.WithFair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var procs []*proc
+	for i := 1; i <= 3; i++ {
+		procs = append(procs, startDL(t, dir, env, "run", "--fair", "line", "--", "sh", "-c", "echo "+strconv.Itoa(i)+" >> order"))
+		deadline := time.Now().Add(10 * time.Second)
+		for { // arrival order is the order in the line: wait for each to join
+			info, err := c.Inspect(ctx, "line")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Queued == int64(i) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiter %d not in line: %+v", i, info)
+			}
+			time.Sleep(5 * time.Millisecond) // polling another process's progress
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if code := p.wait(t, 15*time.Second); code != 0 {
+			t.Fatalf("exit %d: %s", code, p.stderr.String())
+		}
+	}
+	if order := strings.Fields(readFile(t, filepath.Join(dir, "order"))); strings.Join(order, ",") != "1,2,3" {
+		t.Fatalf("ran in order %v, want 1,2,3", order)
+	}
+}
