@@ -306,6 +306,15 @@ func runCrash(c contender, addr string, ad *admin, waiters int, ttl time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("holder did not report the lock: %q %v", line, err)
 	}
+	// Before any waiter exists, the keys with a TTL are the holder's lease
+	// (fair-mode waiters add expiring keys of their own later).
+	leaseKeys, err := ad.leases()
+	if err != nil {
+		return nil, err
+	}
+	if len(leaseKeys) == 0 {
+		return nil, fmt.Errorf("holder's lock has no key with a TTL")
+	}
 	ls := make([]locker, waiters)
 	defer func() {
 		for _, l := range ls {
@@ -348,7 +357,7 @@ func runCrash(c contender, addr string, ad *admin, waiters int, ttl time.Duratio
 	killAt := wall()
 	ch.kill()
 	// The dead holder renews nothing more: its lease ends at the keys' expiry.
-	exp, err := ad.expiry()
+	exp, err := ad.expiry(leaseKeys)
 	snapAt := wall()
 	if err != nil {
 		return nil, err
@@ -361,7 +370,7 @@ func runCrash(c contender, addr string, ad *admin, waiters int, ttl time.Duratio
 	if g.err != nil {
 		return nil, fmt.Errorf("waiter: %w", g.err)
 	}
-	if time.Duration(killAt-holderGot) > ttl/2 {
+	if killAt >= exp*int64(time.Millisecond) || time.Duration(killAt-holderGot) > ttl/2 {
 		return nil, errRetryRound // the machine stalled: the lease may have run out before the kill
 	}
 	r := &crashResult{afterExpiry: time.Duration(g.at - exp*int64(time.Millisecond)), violations: int(ex.violations.Load())}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -48,8 +49,18 @@ func main() {
 		addr      = flag.String("addr", "", "internal: child's Redis address")
 		key       = flag.String("key", "", "internal: child's lock key")
 		ttl       = flag.Duration("ttl", 10*time.Second, "internal: child's lease")
+		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
 	)
 	flag.Parse()
+	if *cpuprof != "" && *childMode == "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	zlogx.Disable() // go-zero logs every failed attempt otherwise
 	if *childMode != "" {
 		if err := childMain(*childMode, *lib, *cfgName, *addr, *key, *ttl); err != nil {
@@ -88,16 +99,21 @@ func main() {
 			cfg.only = append(cfg.only, o)
 		}
 	}
+	if err := runAndWrite(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func runAndWrite(cfg config) error {
 	rep, err := run(cfg)
 	if rep != nil {
 		if werr := rep.write(cfg.out); werr != nil && err == nil {
 			err = werr
 		}
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	return err
 }
 
 func flagSet(name string) bool {

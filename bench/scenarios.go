@@ -278,17 +278,21 @@ func runHot(c contender, addrs []string, ad *admin, n int, hold, d time.Duration
 	return r, nil
 }
 
-// gaps returns release→next-acquire gaps and how many grants went to the
-// contender that had just released.
-func (r *hotRound) gaps() (gaps []time.Duration, regrabs int) {
+// gaps returns release→next-acquire gaps, the subset where the lock passed
+// to another contender (handoffs), and how many grants went to the contender
+// that had just released.
+func (r *hotRound) gaps() (gaps, handoffs []time.Duration, regrabs int) {
 	for k := 1; k < len(r.grants); k++ {
 		prev, cur := r.grants[k-1], r.grants[k]
-		gaps = append(gaps, cur.got-prev.releaseCalled)
+		gap := cur.got - prev.releaseCalled
+		gaps = append(gaps, gap)
 		if cur.who == prev.who {
 			regrabs++
+		} else {
+			handoffs = append(handoffs, gap)
 		}
 	}
-	return gaps, regrabs
+	return gaps, handoffs, regrabs
 }
 
 // work simulates a critical section of d. It spins (yielding) rather than

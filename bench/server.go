@@ -93,25 +93,43 @@ func (a *admin) calls() (int64, error) {
 	return total, nil
 }
 
-// expiry returns the latest absolute expiry (unix ms) among all keys with a
-// TTL: the moment a dead holder's lease is over.
-func (a *admin) expiry() (int64, error) {
+// leases returns every key that has a TTL and its absolute expiry (unix ms).
+func (a *admin) leases() (map[string]int64, error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
 	keys, err := a.rdb.Keys(ctx, "*").Result()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var latest int64 = -1
+	out := map[string]int64{}
 	for _, k := range keys {
+		ms, err := a.rdb.Do(ctx, "PEXPIRETIME", k).Int64()
+		if err != nil {
+			return nil, err
+		}
+		if ms > 0 {
+			out[k] = ms
+		}
+	}
+	return out, nil
+}
+
+// expiry returns the latest expiry (unix ms) among keys, which were the
+// holder's lease keys: the moment its lease is over. A key that is already
+// gone keeps the expiry seen before (from).
+func (a *admin) expiry(keys map[string]int64) (int64, error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	var latest int64 = -1
+	for k, before := range keys {
 		ms, err := a.rdb.Do(ctx, "PEXPIRETIME", k).Int64()
 		if err != nil {
 			return 0, err
 		}
-		latest = max(latest, ms)
+		latest = max(latest, ms, before)
 	}
 	if latest <= 0 {
-		return 0, fmt.Errorf("no key with a lease among %v", keys)
+		return 0, fmt.Errorf("no lease keys")
 	}
 	return latest, nil
 }
