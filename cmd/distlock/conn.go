@@ -158,6 +158,30 @@ func (c *connFlags) open() (*connection, error) {
 	}, nil
 }
 
+// minQuorum is the fewest servers --quorum accepts: with fewer, losing any
+// one server blocks every lock.
+const minQuorum = 3
+
+// openQuorum connects to independent servers for a majority lock.
+func (c *connFlags) openQuorum() (*connection, error) {
+	targets, err := c.targets()
+	if err != nil {
+		return nil, err
+	}
+	if len(targets) < minQuorum {
+		return nil, usagef("--quorum needs at least %d independent Redis servers (several --redis, or space-separated URLs in DISTLOCK_REDIS_URL), got %d", minQuorum, len(targets))
+	}
+	rdbs := make([]redis.UniversalClient, len(targets))
+	for i, t := range targets {
+		rdbs[i] = t.client()
+	}
+	return &connection{
+		locks:   distlock.NewQuorum(rdbs, distlock.WithKeyPrefix(c.prefix)),
+		rdbs:    rdbs,
+		targets: targets,
+	}, nil
+}
+
 func (c *connection) Close() {
 	c.locks.Close()
 	for _, r := range c.rdbs {

@@ -49,6 +49,10 @@ Flags:
                     (default 5s)
   --fair            wait in line: a freed lock goes to the --fair process
                     that has waited longest (use it on every run of KEY)
+  --quorum          take the lock on a majority of independent Redis
+                    servers (Redlock), given as several --redis (at
+                    least 3) or as space-separated URLs in
+                    DISTLOCK_REDIS_URL; it survives the loss of a minority
   --owner ID        reentrant lock: a lock held under the same ID, by any
                     process, is taken again instead of waited for
   --meta TEXT       added to the holder metadata that status shows
@@ -84,6 +88,7 @@ type runConfig struct {
 	owner   string
 	meta    string
 	fair    bool
+	quorum  bool
 	verbose bool
 }
 
@@ -101,6 +106,7 @@ func parseRunArgs(args []string) (*runConfig, error) {
 	fs.StringVar(&cfg.owner, "owner", "", "")
 	fs.StringVar(&cfg.meta, "meta", "", "")
 	fs.BoolVar(&cfg.fair, "fair", false, "")
+	fs.BoolVar(&cfg.quorum, "quorum", false, "")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "")
 	fs.BoolVar(&cfg.verbose, "v", false, "")
 	pos, rest, err := parseInterspersed(fs, args, func(pos []string) bool { return len(pos) == 1 })
@@ -178,7 +184,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "run", err, exitUsage)
 	}
-	conn, err := cfg.conn.open()
+	open := cfg.conn.open
+	if cfg.quorum {
+		open = cfg.conn.openQuorum
+	}
+	conn, err := open()
 	if err != nil {
 		return fail(stderr, "run", err, exitUsage)
 	}
@@ -243,7 +253,7 @@ func acquire(cfg *runConfig, conn *connection, sigs <-chan os.Signal, stderr io.
 		fmt.Fprintf(stderr, "distlock run: %v while waiting for %q; not run\n", caught, cfg.key)
 		return nil, 128 + int(caught.(syscall.Signal))
 	}
-	if errors.Is(err, distlock.ErrNotObtained) {
+	if errors.Is(err, distlock.ErrNotObtained) && !quorumUnreachable(err) {
 		fmt.Fprintf(stderr, "distlock run: %q %s%s; not run\n", cfg.key, holderText(conn, cfg.key), waitedText(cfg.wait))
 		return nil, exitNotObtained
 	}
@@ -251,6 +261,22 @@ func acquire(cfg *runConfig, conn *connection, sigs <-chan os.Signal, stderr io.
 		return nil, fail(stderr, "run", err, exitUsage)
 	}
 	return nil, fail(stderr, "run", conn.redisError(err), exitRedis)
+}
+
+// quorumUnreachable tells a quorum that failed because servers did not
+// answer from one that found the lock held.
+func quorumUnreachable(err error) bool {
+	var qe *distlock.QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	failed := 0
+	for _, e := range qe.Nodes {
+		if e != nil && !strings.Contains(e.Error(), "held by another") {
+			failed++
+		}
+	}
+	return failed > len(qe.Nodes)-qe.Quorum
 }
 
 func waitedText(wait time.Duration) string {

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/internal/redistest"
+)
+
+// TestRunQuorum: --quorum takes the lock on a majority of three servers,
+// keeps it while one is down, and stops the command once a majority is gone.
+func TestRunQuorum(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	var urls, args []string
+	for _, s := range servers {
+		urls = append(urls, "redis://"+s.Addr)
+		args = append(args, "--redis", "redis://"+s.Addr)
+	}
+	env := []string{"DISTLOCK_REDIS_URL=" + strings.Join(urls, " ")}
+
+	if code, _, stderr := dl(t, env, "run", "q", "--", "true"); code != exitUsage || !strings.Contains(stderr, "--quorum") {
+		t.Fatalf("several URLs without --quorum: exit %d %q", code, stderr)
+	}
+	if code, _, stderr := dl(t, nil, "run", "--quorum", "--redis", urls[0], "q", "--", "true"); code != exitUsage || !strings.Contains(stderr, "at least 3") {
+		t.Fatalf("--quorum with one server: exit %d %q", code, stderr)
+	}
+
+	dir := t.TempDir()
+	script := `echo "$DISTLOCK_FENCE" > started
+trap 'echo term > marker; exit 0' TERM
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, append(append([]string{"run", "--quorum", "--ttl", "1500ms"}, args...), "q", "--", "sh", "-c", script)...)
+	if f := strings.TrimSpace(waitFile(t, filepath.Join(dir, "started"), 10*time.Second)); f != "1" {
+		t.Fatalf("fence %q", f)
+	}
+	// Held on a majority: another quorum run cannot take it.
+	if code, _, stderr := dl(t, env, "run", "--quorum", "--wait", "0", "q", "--", "true"); code != exitNotObtained {
+		t.Fatalf("second quorum run: exit %d %q", code, stderr)
+	}
+	servers[2].Kill()
+	time.Sleep(1500 * time.Millisecond) // a whole lease of renewals with one server down
+	if readIfExists(filepath.Join(dir, "marker")) != "" {
+		t.Fatal("command stopped although a majority still held the lock")
+	}
+	servers[1].Kill()
+	waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; %s", code, exitLost, p.stderr.String())
+	}
+	// Two of three servers down: not a lock held elsewhere but a Redis error.
+	if code, _, stderr := dl(t, env, "run", "--quorum", "--wait", "0", "q", "--", "true"); code != exitRedis {
+		t.Fatalf("quorum unreachable: exit %d %q", code, stderr)
+	}
+}
+
+func readIfExists(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
