@@ -18,11 +18,14 @@ import (
 // Sentinel-managed master (redis.NewFailoverClient) or a Cluster. It is safe
 // for concurrent use; create one per process and share it.
 type Client struct {
-	rdb    redis.UniversalClient
-	prefix string
-	nilRDB bool
-	ack    replicaAck
-	closed atomic.Bool
+	rdb   redis.UniversalClient
+	nodes []redis.UniversalClient // set by NewQuorum: the independent nodes
+	// suspect[i] is when node i stops being skipped (unix ns), see quorum.go
+	suspect []atomic.Int64
+	prefix  string
+	nilRDB  bool
+	ack     replicaAck
+	closed  atomic.Bool
 
 	closing chan struct{} // closed by Close: wakes waiting Lock calls
 
@@ -76,7 +79,11 @@ func (c *Client) notify() *notifier {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.notifier == nil {
-		c.notifier = newNotifier(c.rdb)
+		nodes := c.nodes
+		if len(nodes) == 0 {
+			nodes = []redis.UniversalClient{c.rdb}
+		}
+		c.notifier = newNotifier(nodes)
 	}
 	return c.notifier
 }
@@ -119,7 +126,11 @@ func (c *Client) prepare(key string, opts []Option) (lockConfig, error) {
 	if err := c.ack.validate(c.rdb); err != nil {
 		return lockConfig{}, err
 	}
-	return buildLockConfig(opts)
+	cfg, err := buildLockConfig(opts)
+	if err == nil && c.isQuorum() && (cfg.fair || c.ack.replicas > 0) {
+		err = fmt.Errorf("%w: fair mode and replica acknowledgement need a single-node Client", ErrInvalidOption)
+	}
+	return cfg, err
 }
 
 func (c *Client) usable() error {
@@ -135,6 +146,9 @@ func (c *Client) usable() error {
 // attempt runs the acquire script once. When another owner holds the lock it
 // returns ErrNotObtained and that holder's remaining lease (-1 if unknown).
 func (c *Client) attempt(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, time.Duration, error) {
+	if c.isQuorum() {
+		return c.acquireQuorum(ctx, key, cfg, token)
+	}
 	names := c.names(key)
 	owner, reentrant := cfg.ownerArgs(token)
 	return c.acquire(ctx, key, cfg, token, acquireScript, []string{names.lock, names.fence},

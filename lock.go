@@ -19,6 +19,9 @@ type Lock struct {
 	fence  int64
 	fenceS string
 	renew  bool
+	// nodeFences holds, on a quorum Client, each node's own fence for this
+	// grant ("" where the node did not grant it); the scripts compare it.
+	nodeFences []string
 
 	mu      sync.Mutex
 	ttl     time.Duration
@@ -109,6 +112,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if done {
 		return ErrNotHeld
 	}
+	if l.client.isQuorum() {
+		return l.releaseQuorum(ctx)
+	}
 	res, err := releaseScript.Run(ctx, l.client.rdb, l.names.all(),
 		l.owner, l.fenceS, l.names.channel, fairEntryTTL.Milliseconds()).Slice()
 	if err != nil {
@@ -138,8 +144,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	start := time.Now()
-	ok, err := extendScript.Run(ctx, l.client.rdb, []string{l.names.lock},
-		l.owner, l.fenceS, ttl.Milliseconds()).Int64()
+	ok, err := l.extendOnce(ctx, ttl)
 	if err != nil {
 		return fmt.Errorf("distlock: extend %q: %w", l.key, err)
 	}
@@ -160,7 +165,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
 	}
-	ms, err := pttlScript.Run(ctx, l.client.rdb, []string{l.names.lock}, l.owner, l.fenceS).Int64()
+	ms, err := l.pttl(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("distlock: ttl %q: %w", l.key, err)
 	}
@@ -168,6 +173,20 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, ErrNotHeld
 	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration) (int64, error) {
+	if l.client.isQuorum() {
+		return l.extendQuorum(ctx, ttl)
+	}
+	return extendScript.Run(ctx, l.client.rdb, []string{l.names.lock}, l.owner, l.fenceS, ttl.Milliseconds()).Int64()
+}
+
+func (l *Lock) pttl(ctx context.Context) (int64, error) {
+	if l.client.isQuorum() {
+		return l.pttlQuorum(ctx)
+	}
+	return pttlScript.Run(ctx, l.client.rdb, []string{l.names.lock}, l.owner, l.fenceS).Int64()
 }
 
 // Lost returns a channel that is closed once the lock is known lost: renewal

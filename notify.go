@@ -21,15 +21,15 @@ const maxIdleChannels = 256
 // Redis for the lock (no herd), and releases made by this process wake the
 // head directly, before Redis' message arrives.
 type notifier struct {
-	rdb redis.UniversalClient
+	rdbs []redis.UniversalClient // one subscription on each (quorum: every node)
 
 	mu    sync.Mutex
-	ps    *redis.PubSub
+	ps    []*redis.PubSub
 	chans map[string]*channelState
 	idle  int
 	ctx   context.Context
 	stop  context.CancelFunc
-	done  chan struct{}
+	done  []chan struct{}
 }
 
 type channelState struct {
@@ -49,9 +49,9 @@ type waiter struct {
 	grant   chan int64    // fair mode: the lock was handed to this waiter
 }
 
-func newNotifier(rdb redis.UniversalClient) *notifier {
+func newNotifier(rdbs []redis.UniversalClient) *notifier {
 	ctx, stop := context.WithCancel(context.Background())
-	return &notifier{rdb: rdb, chans: map[string]*channelState{}, ctx: ctx, stop: stop}
+	return &notifier{rdbs: rdbs, chans: map[string]*channelState{}, ctx: ctx, stop: stop}
 }
 
 // join adds a waiter for channel, subscribing on first use.
@@ -59,12 +59,12 @@ func (n *notifier) join(channel, token string, fair bool) *waiter {
 	w := &waiter{channel: channel, token: token, fair: fair,
 		wake: make(chan struct{}, 1), grant: make(chan int64, 1)}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	s := n.chans[channel]
+	var subscribe []*redis.PubSub
 	if s == nil {
 		s = &channelState{fair: map[string]*waiter{}}
 		n.chans[channel] = s
-		n.subscribeLocked(channel)
+		subscribe = n.connectLocked()
 	} else if s.empty() {
 		n.idle--
 	}
@@ -73,6 +73,8 @@ func (n *notifier) join(channel, token string, fair bool) *waiter {
 	} else {
 		s.line = append(s.line, w)
 	}
+	n.mu.Unlock()
+	n.subscribe(subscribe, channel)
 	return w
 }
 
@@ -159,17 +161,33 @@ func (n *notifier) wakeEveryone() {
 	}
 }
 
-func (n *notifier) subscribeLocked(channel string) {
+// connectLocked starts the subscriptions on first use and returns them.
+func (n *notifier) connectLocked() []*redis.PubSub {
 	if n.ctx.Err() != nil {
-		return // closed: waiters fall back to their timers and see ErrClosed
+		return nil // closed: waiters fall back to their timers and see ErrClosed
 	}
 	if n.ps == nil {
-		n.ps = n.rdb.Subscribe(n.ctx)
-		n.done = make(chan struct{})
-		go n.receive(n.ps, n.done)
+		for _, rdb := range n.rdbs {
+			ps, done := rdb.Subscribe(n.ctx), make(chan struct{})
+			n.ps, n.done = append(n.ps, ps), append(n.done, done)
+			go n.receive(ps, done)
+		}
 	}
-	// Errors surface in receive, which reconnects and resubscribes.
-	_ = n.ps.Subscribe(n.ctx, channel)
+	return n.ps
+}
+
+// subscribe adds channel to the subscriptions, outside the notifier's lock:
+// on a node that is down it would block until the dial fails. Errors surface
+// in receive, which reconnects and resubscribes. With several nodes (quorum)
+// each gets its own goroutine, so that a dead node does not hold up the rest.
+func (n *notifier) subscribe(pss []*redis.PubSub, channel string) {
+	if len(pss) == 1 {
+		_ = pss[0].Subscribe(n.ctx, channel)
+		return
+	}
+	for _, ps := range pss {
+		go func() { _ = ps.Subscribe(n.ctx, channel) }()
+	}
 }
 
 // pruneLocked unsubscribes the longest-idle channels beyond maxIdleChannels.
@@ -183,7 +201,9 @@ func (n *notifier) pruneLocked() {
 		}
 		delete(n.chans, oldest)
 		n.idle--
-		_ = n.ps.Unsubscribe(n.ctx, oldest)
+		for _, ps := range n.ps {
+			go func() { _ = ps.Unsubscribe(n.ctx, oldest) }()
+		}
 	}
 }
 
@@ -222,12 +242,12 @@ func (n *notifier) receive(ps *redis.PubSub, done chan struct{}) {
 func (n *notifier) close() {
 	n.stop()
 	n.mu.Lock()
-	ps, done := n.ps, n.done
+	pss, done := n.ps, n.done
 	n.ps = nil
 	n.mu.Unlock()
-	if ps != nil {
+	for i, ps := range pss {
 		_ = ps.Close()
-		<-done
+		<-done[i]
 	}
 }
 

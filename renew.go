@@ -24,8 +24,9 @@ var closedCause = fmt.Errorf("%w: %w", ErrLost, ErrClosed)
 // on Redis so that deadlines fire even while Redis hangs, and one worker that
 // sends batches.
 type renewer struct {
-	rdb redis.UniversalClient
-	ack replicaAck
+	client *Client
+	rdb    redis.UniversalClient
+	ack    replicaAck
 
 	mu      sync.Mutex
 	pending []*Lock
@@ -46,10 +47,11 @@ type renewResult struct {
 	unacked bool // renewed on the master, but too few replicas acknowledged
 }
 
-func startRenewer(rdb redis.UniversalClient, ack replicaAck) *renewer {
+func startRenewer(c *Client) *renewer {
 	r := &renewer{
-		rdb:     rdb,
-		ack:     ack,
+		client:  c,
+		rdb:     c.rdb,
+		ack:     c.ack,
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -70,7 +72,7 @@ func (c *Client) track(l *Lock) {
 		return
 	}
 	if c.renewer == nil {
-		c.renewer = startRenewer(c.rdb, c.ack)
+		c.renewer = startRenewer(c)
 	}
 	r := c.renewer
 	c.mu.Unlock()
@@ -178,6 +180,9 @@ func (r *renewer) work(done chan struct{}) {
 // ends at the earliest validity deadline of the batch: past it the scheduler
 // has already declared that lock lost.
 func (r *renewer) renewBatch(batch []*Lock) []renewResult {
+	if r.client.isQuorum() {
+		return r.renewQuorum(batch)
+	}
 	deadline := time.Now().Add(time.Second)
 	for _, l := range batch {
 		if v := l.validUntil(); v.Before(deadline) {
@@ -187,13 +192,13 @@ func (r *renewer) renewBatch(batch []*Lock) []renewResult {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	cmds, wait := r.pipelineExtend(ctx, batch)
+	cmds, wait := r.pipelineExtend(ctx, r.rdb, batch, singleFence)
 	if needsScriptLoad(cmds) {
 		// A restarted or failed-over server lost the script cache: load it
 		// once and repeat, rather than sending the full script per lock.
 		_ = extendScript.Load(ctx, r.rdb).Err()
 		start = time.Now()
-		cmds, wait = r.pipelineExtend(ctx, batch)
+		cmds, wait = r.pipelineExtend(ctx, r.rdb, batch, singleFence)
 	}
 	unacked := wait != nil && (wait.Err() != nil || wait.Val() < int64(r.ack.replicas))
 	res := make([]renewResult, len(batch))
@@ -206,12 +211,16 @@ func (r *renewer) renewBatch(batch []*Lock) []renewResult {
 
 // pipelineExtend sends the batch's extends, and with replica
 // acknowledgement on, one WAIT after them that covers them all.
-func (r *renewer) pipelineExtend(ctx context.Context, batch []*Lock) ([]*redis.Cmd, *redis.IntCmd) {
+// fence(l) is the fence the node compares; locks it returns "" for are
+// skipped (their cmds entry stays nil).
+func (r *renewer) pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Lock, fence func(*Lock) string) ([]*redis.Cmd, *redis.IntCmd) {
 	cmds := make([]*redis.Cmd, len(batch))
 	var wait *redis.IntCmd
-	_, _ = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range batch {
-			cmds[i] = extendScript.EvalSha(ctx, p, []string{l.names.lock}, l.owner, l.fenceS, l.leaseMillis())
+			if f := fence(l); f != "" {
+				cmds[i] = extendScript.EvalSha(ctx, p, []string{l.names.lock}, l.owner, f, l.leaseMillis())
+			}
 		}
 		if r.ack.replicas > 0 {
 			wait = r.ack.queueWait(ctx, p)
@@ -223,7 +232,7 @@ func (r *renewer) pipelineExtend(ctx context.Context, batch []*Lock) ([]*redis.C
 
 func needsScriptLoad(cmds []*redis.Cmd) bool {
 	for _, c := range cmds {
-		if isNoScript(c.Err()) {
+		if c != nil && isNoScript(c.Err()) {
 			return true
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -32,23 +34,34 @@ func (c *Client) lockDefault(ctx context.Context, key string, cfg lockConfig, to
 		}
 	}
 	w := n.join(names.channel, token, false)
-	acquired := false
+	acquired, last := false, error(nil)
 	defer func() { n.leave(w, acquired) }()
 	for try := 1; ; {
-		wait := time.Duration(-1) // not head: wait for our turn
+		// Not head: wait for our turn, but look again after a backoff, in
+		// case the turn came without a notice (a local holder's lease ran out).
+		wait := cfg.retry.Backoff(try)
 		if n.isHead(w) {
 			l, holderTTL, err := c.attempt(ctx, key, cfg, token)
 			if !errors.Is(err, ErrNotObtained) {
 				acquired = err == nil
 				return l, err
 			}
+			last = err
 			if wait = nextWait(cfg.retry, try, holderTTL); wait < 0 {
 				return nil, fmt.Errorf("%w: %q still held after %d attempts", ErrNotObtained, key, try)
 			}
 			try++
+			if splitVote(err) {
+				// Contenders that split the nodes between them must not
+				// retry together, or they split again (Redlock's advice).
+				if err := sleepCtx(ctx, rand.N(10*time.Millisecond)); err != nil {
+					return nil, gaveUp(key, err, last)
+				}
+				continue
+			}
 		}
 		if _, err := c.park(ctx, w, wait); err != nil {
-			return nil, notObtained(key, err)
+			return nil, gaveUp(key, err, last)
 		}
 	}
 }
@@ -76,6 +89,25 @@ func (c *Client) lockFair(ctx context.Context, key string, cfg lockConfig, token
 			return c.handedOver(ctx, key, names, token, fence, cfg)
 		}
 	}
+}
+
+// splitVote reports a quorum attempt that some nodes granted but too few.
+func splitVote(err error) bool {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	return slices.Contains(qe.Nodes, nil)
+}
+
+// gaveUp is the error of a Lock call that stopped waiting because of err; a
+// quorum error from the last attempt says more than "held" and is kept.
+func gaveUp(key string, err, last error) error {
+	var qe *QuorumError
+	if errors.As(last, &qe) {
+		return fmt.Errorf("%w: %w", qe, err)
+	}
+	return notObtained(key, err)
 }
 
 // park blocks until w is woken, wait passes (negative: no timer), ctx ends

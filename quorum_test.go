@@ -1,0 +1,209 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// quorumSetup starts n independent servers and two quorum Clients on them
+// (two processes' views).
+func quorumSetup(t *testing.T, n int) ([]*redistest.Server, *distlock.Client, *distlock.Client) {
+	t.Helper()
+	servers := redistest.StartN(t, n)
+	clients := func() *distlock.Client {
+		nodes := make([]redis.UniversalClient, n)
+		for i, s := range servers {
+			nodes[i] = s.Client(t)
+		}
+		c := distlock.NewQuorum(nodes)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return servers, clients(), clients()
+}
+
+func TestQuorumLockIsExclusive(t *testing.T) {
+	servers, a, b := quorumSetup(t, 5)
+	ctx := ctxT(t, 30*time.Second)
+	servers[0].Kill()
+	servers[3].Kill() // 3 of 5 still form a majority
+	var inside, overlaps, grants atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 6 {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				l, err := c.Lock(ctx, "q")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				grants.Add(1)
+				time.Sleep(time.Millisecond) // the critical section
+				inside.Add(-1)
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if overlaps.Load() != 0 || grants.Load() != 60 {
+		t.Fatalf("%d grants, %d overlapping: want 60 and 0", grants.Load(), overlaps.Load())
+	}
+}
+
+func TestQuorumLostMajorityFailsWithinDeadline(t *testing.T) {
+	servers, a, _ := quorumSetup(t, 5)
+	for _, s := range servers[:3] {
+		s.Kill()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := a.Lock(ctx, "q")
+	if d := time.Since(start); d > 700*time.Millisecond {
+		t.Fatalf("Lock returned after %v with a 500ms deadline", d)
+	}
+	var qe *distlock.QuorumError
+	if !errors.As(err, &qe) || !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want a QuorumError matching ErrNotObtained and DeadlineExceeded", err)
+	}
+	t.Logf("error: %v", err)
+	for _, s := range servers[3:] {
+		if n, _ := s.Client(t).Exists(context.Background(), "distlock:{q}").Result(); n != 0 {
+			t.Fatalf("a failed quorum acquire left the lock on live node %s", s.Addr)
+		}
+	}
+}
+
+// A node restarted empty grants the lock again, but a majority still refuses
+// while the holder's validity lasts; this is why the Redlock "delayed
+// restart" rule asks restarted nodes to stay down for the longest TTL: with
+// a majority restarted early, a second holder would get in.
+func TestQuorumRestartedNodesMinority(t *testing.T) {
+	servers, a, b := quorumSetup(t, 5)
+	ctx := ctxT(t, 10*time.Second)
+	held, err := a.TryLock(ctx, "q", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers[0].Restart(t)
+	servers[1].Restart(t)
+	if _, err := b.TryLock(ctx, "q"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("second holder got in with 2 of 5 nodes restarted: %v", err)
+	}
+	if d, err := held.TTL(ctx); err != nil || d < 50*time.Second {
+		t.Fatalf("holder's lease: %v, %v", d, err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQuorumFencesIncreaseWithNodesDown(t *testing.T) {
+	servers, a, b := quorumSetup(t, 5)
+	ctx := ctxT(t, 60*time.Second)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var stopped []*redistest.Server
+	resume := func() {
+		for _, s := range stopped {
+			s.Signal(syscall.SIGCONT)
+		}
+		stopped = nil
+	}
+	defer resume()
+	last := int64(0)
+	for i := range 1000 {
+		if i%50 == 0 { // a new random minority of nodes goes down
+			resume()
+			for _, j := range rng.Perm(5)[:rng.IntN(3)] {
+				servers[j].Signal(syscall.SIGSTOP)
+				stopped = append(stopped, servers[j])
+			}
+		}
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		l, err := c.Lock(ctx, "fenced", distlock.WithTTL(time.Second), distlock.WithoutRenewal())
+		if err != nil {
+			t.Fatalf("grant %d: %v", i, err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("grant %d: fence %d after %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+	t.Logf("1000 grants, last fence %d", last)
+}
+
+func TestQuorumRenewalAndLoss(t *testing.T) {
+	servers, a, b := quorumSetup(t, 3)
+	ctx := ctxT(t, 10*time.Second)
+	l, err := a.TryLock(ctx, "renewed", distlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewal carries the lock well past its TTL.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := b.TryLock(ctx, "renewed"); !errors.Is(err, distlock.ErrNotObtained) {
+			t.Fatalf("second holder got in during renewal: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // the holder's work
+	}
+	servers[0].Kill()
+	servers[1].Kill()
+	select {
+	case <-l.Lost():
+		t.Logf("loss cause: %v", l.Err())
+	case <-ctx.Done():
+		t.Fatal("Lost did not fire after the majority died")
+	}
+}
+
+func TestQuorumReentrantAndBadOptions(t *testing.T) {
+	_, a, _ := quorumSetup(t, 3)
+	ctx := ctxT(t, 5*time.Second)
+	l1, err := a.TryLock(ctx, "re", distlock.WithOwner("job-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := a.TryLock(ctx, "re", distlock.WithOwner("job-7"))
+	if err != nil || l2.Fence() != l1.Fence() {
+		t.Fatalf("reentrant quorum acquire: %v, fences %d/%d", err, l1.Fence(), l2.Fence())
+	}
+	l2.Release(ctx)
+	if _, err := a.TryLock(ctx, "re"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatal("lock freed before its last hold was released")
+	}
+	l1.Release(ctx)
+	if _, err := a.TryLock(ctx, "x", distlock.WithFair()); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("fair on quorum: %v", err)
+	}
+	if _, err := distlock.NewQuorum(nil).TryLock(ctx, "x"); !errors.Is(err, distlock.ErrNilClient) {
+		t.Fatalf("empty quorum: %v", err)
+	}
+}
