@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -101,19 +102,32 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 
 // Lock takes key, waiting while another owner holds it until the lock is
 // free, the retry strategy gives up or ctx ends; then the error wraps
-// ErrNotObtained and ctx.Err(). Waiters are woken by release notices over
-// one pub/sub subscription per Client, and never sleep past the holder's
-// remaining lease, so the lock of a crashed holder is taken as soon as it
-// expires. With WithFair, waiters get the lock in arrival order.
+// ErrNotObtained and ctx.Err().
+//
+// A waiter joins a line kept in Redis next to the lock, and a release hands
+// the lock straight to the first waiter still in line, which learns of it
+// over the Client's one pub/sub subscription: no polling, no herd, and a
+// releaser that asks again queues behind the others. Waiters never sleep past
+// the holder's remaining lease, so the lock of a crashed holder is taken as
+// soon as it expires. Without WithFair the first attempt may take a free lock
+// ahead of the line (the line is only ever non-empty while the lock is free
+// right after a holder's lease ran out); with WithFair it never does.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	cfg, err := c.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.fair {
-		return c.lockFair(ctx, key, cfg, newToken())
+	token := newToken()
+	if c.isQuorum() {
+		return c.lockLine(ctx, key, cfg, token)
 	}
-	return c.lockDefault(ctx, key, cfg, newToken())
+	if !cfg.fair {
+		l, _, err := c.attempt(ctx, key, cfg, token)
+		if !errors.Is(err, ErrNotObtained) || ctx.Err() != nil {
+			return l, err
+		}
+	}
+	return c.lockQueued(ctx, key, cfg, token)
 }
 
 func (c *Client) prepare(key string, opts []Option) (lockConfig, error) {

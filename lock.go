@@ -65,7 +65,9 @@ func newHandedLock(c *Client, key string, names keyNames, token, owner string, f
 		client: c, key: key, names: names, token: token, owner: owner,
 		fence: fence, fenceS: strconv.FormatInt(fence, 10), renew: !cfg.noRenew,
 		ttl: cfg.ttl, lost: make(chan struct{}), heapIdx: -1,
-		valid: start.Add(validFor), renewAt: start,
+		// Renewal raises the short first lease to ttl well before validFor
+		// runs out; a hold shorter than that never needs the extra call.
+		valid: start.Add(validFor), renewAt: start.Add(validFor / 2),
 	}
 	c.track(l)
 	return l

@@ -164,9 +164,12 @@ type nodeResult struct {
 // if set. Each call runs in its own goroutine because a go-redis client
 // without ContextTimeoutEnabled would not stop at the deadline.
 func (c *Client) onNodes(ctx context.Context, timeout time.Duration, f nodeFunc, enough func([]nodeResult) bool, late func(int, nodeResult)) []nodeResult {
-	// The last node call to finish cancels: an early decision must not cut
-	// off the calls whose answers late still has to see.
-	ctx, cancel := boundedContext(ctx, timeout)
+	// Node calls are bounded by timeout only, and the last one to finish
+	// cancels: neither an early decision nor the caller's context ending
+	// after it may cut off a call whose answer (a grant) late still has to
+	// see. The caller's context still ends the wait.
+	parent := ctx
+	ctx, cancel := boundedContext(context.WithoutCancel(parent), timeout)
 	var (
 		mu       sync.Mutex
 		decided  bool
@@ -230,6 +233,8 @@ func (c *Client) onNodes(ctx context.Context, timeout time.Duration, f nodeFunc,
 				}
 			}
 		case <-ctx.Done():
+			return decide()
+		case <-parent.Done():
 			return decide()
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ type renewer struct {
 	mu      sync.Mutex
 	pending []*Lock
 	stopped bool
+	armedAt int64 // unix ns the scheduler's timer fires; guarded by mu
 
 	wake    chan struct{}
 	quit    chan struct{}
@@ -87,10 +89,16 @@ func (r *renewer) add(l *Lock) {
 		return
 	}
 	r.pending = append(r.pending, l)
+	// Wake the scheduler only if l needs it before its timer: a new lock is
+	// usually due TTL/3 after the locks already scheduled, and a wake-up per
+	// grant costs a goroutine switch on the acquire path.
+	wake := l.nextEvent().UnixNano() < r.armedAt
 	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -121,12 +129,7 @@ func (r *renewer) run() {
 		}
 	}()
 	for {
-		for _, l := range r.takePending() {
-			sched.at(l, l.nextEvent())
-		}
-		if len(sched) > 0 {
-			timer.Reset(time.Until(sched[0].heapAt))
-		}
+		r.arm(&sched, timer)
 		select {
 		case <-r.quit:
 			return
@@ -152,6 +155,23 @@ func (r *renewer) run() {
 				}
 			}
 		}
+	}
+}
+
+// arm schedules the pending locks and sets the timer for the earliest
+// event; under mu, so that add sees the time the timer really fires.
+func (r *renewer) arm(sched *schedule, timer *time.Timer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.pending {
+		sched.at(l, l.nextEvent())
+	}
+	r.pending = nil
+	r.armedAt = math.MaxInt64
+	if len(*sched) > 0 {
+		next := (*sched)[0].heapAt
+		timer.Reset(time.Until(next))
+		r.armedAt = next.UnixNano()
 	}
 }
 

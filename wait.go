@@ -20,11 +20,13 @@ const (
 	fairRefresh = fairEntryTTL / 4
 )
 
-// lockDefault waits in this process's line for key. Only the head of the
-// line asks Redis; it retries when a release is announced (by Redis, or
-// directly by a Release in this process), when the holder's lease runs out,
-// and on the retry strategy's backoff, so a lost message never hangs it.
-func (c *Client) lockDefault(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
+// lockLine is how a quorum Client waits (the Redis-side line cannot span
+// independent nodes): waiters for key in this process form a local line and
+// only its head asks the nodes; it retries when a release is announced (by
+// any node, or directly by a Release in this process), when the holder's
+// lease runs out, and on the retry strategy's backoff, so a lost message
+// never hangs it.
+func (c *Client) lockLine(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
 	names := c.names(key)
 	n := c.notify()
 	if !n.waiting(names.channel) { // fast path: no local line to respect
@@ -66,8 +68,11 @@ func (c *Client) lockDefault(ctx context.Context, key string, cfg lockConfig, to
 	}
 }
 
-// lockFair joins the line in Redis and waits for the lock to be handed over.
-func (c *Client) lockFair(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
+// lockQueued joins the line in Redis and waits for the lock to be handed
+// over. It asks Redis again only to keep its place (every fairRefresh), when
+// a release found no one in line, and when the holder's lease runs out; the
+// retry strategy decides only when to give up.
+func (c *Client) lockQueued(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
 	names := c.names(key)
 	n := c.notify()
 	w := n.join(names.channel, token, true)
@@ -77,11 +82,14 @@ func (c *Client) lockFair(ctx context.Context, key string, cfg lockConfig, token
 		if !errors.Is(err, ErrNotObtained) {
 			return l, err
 		}
-		wait := nextWait(cfg.retry, try, holderTTL)
-		if wait < 0 {
+		if cfg.retry.Backoff(try) < 0 {
 			return nil, c.leaveLine(ctx, key, token, fmt.Errorf("%w: %q still held after %d attempts", ErrNotObtained, key, try))
 		}
-		fence, err := c.park(ctx, w, min(wait, fairRefresh))
+		wait := fairRefresh
+		if holderTTL >= 0 {
+			wait = min(wait, holderTTL)
+		}
+		fence, err := c.park(ctx, w, wait)
 		if err != nil {
 			return nil, c.leaveLine(ctx, key, token, notObtained(key, err))
 		}

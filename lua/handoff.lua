@@ -18,12 +18,13 @@ local function drop_waiter(token)
 end
 
 local function handoff(channel, claim_ms)
-  local now = now_ms()
+  local now
   while true do
     local head = redis.call('LINDEX', KEYS[3], 0)
     if not head then
       break
     end
+    now = now or now_ms()
     local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
     local args = redis.call('HGET', KEYS[5], head)
     drop_waiter(head)

@@ -43,7 +43,7 @@ while :; do sleep 0.02; done`
 	servers[2].Kill()
 	time.Sleep(1500 * time.Millisecond) // a whole lease of renewals with one server down
 	if readIfExists(filepath.Join(dir, "marker")) != "" {
-		t.Fatal("command stopped although a majority still held the lock")
+		t.Fatal("command stopped although a majority still held the lock", p.stderr.String())
 	}
 	servers[1].Kill()
 	waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
