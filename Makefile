@@ -18,10 +18,12 @@ redis-server:
 test: redis-server
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd examples/sqlfence && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 demo: redis-server
 	$(GO) build -o bin/distlock ./cmd/distlock
 	./bin/distlock demo
 
+# make bench BENCHFLAGS=-quick for a shorter run
 bench: redis-server
-	cd bench && $(GO) run .
+	cd bench && $(GO) run . $(BENCHFLAGS)

@@ -26,6 +26,27 @@
 // based lock can prevent that. Fencing tokens can: Lock.Fence is strictly
 // increasing across all grants of a key, so a resource that remembers the
 // highest fence it accepted can refuse a write carrying a smaller one.
+// FenceGuard does that for data kept in Redis: its Set, HSet and Run write
+// only if the fence is at least the highest one the key has seen, in the
+// same script, and return ErrStaleFence otherwise. For a SQL row, keep the
+// fence in a column and write with
+// "UPDATE ... SET ..., fence = $1 WHERE id = $2 AND fence <= $1"
+// (0 rows affected: stale; see examples/sqlfence).
+//
+// # Waiting
+//
+// A Lock call that finds the lock held joins a line kept in Redis under the
+// lock's hash tag; the release script hands the lock to the first waiter
+// still in line and publishes who got it, over one pub/sub subscription per
+// Client. Waiters also re-ask at the holder's expiry and to keep their place,
+// so a lost message never hangs them. WithFair makes the order strict. A
+// quorum Client (NewQuorum) waits in a per-process line instead.
+//
+// # Deployments
+//
+// New takes a standalone, Sentinel (with WithReplicaAck to close the
+// failover window) or Cluster client; NewQuorum takes several independent
+// nodes and grants by majority (Redlock), with fences that still increase.
 //
 // # Keys in Redis
 //

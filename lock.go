@@ -181,7 +181,14 @@ func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration) (int64, error)
 	if l.client.isQuorum() {
 		return l.extendQuorum(ctx, ttl)
 	}
-	return extendScript.Run(ctx, l.client.rdb, []string{l.names.lock}, l.owner, l.fenceS, ttl.Milliseconds()).Int64()
+	cmd, acked := l.client.ack.runAcked(ctx, l.client.rdb, extendScript, []string{l.names.lock}, l.owner, l.fenceS, ttl.Milliseconds())
+	v, err := cmd.Int64()
+	if err == nil && v == 1 && !acked {
+		// Extended on the master only: a failover could forget it.
+		l.end(lost, notReplicatedCause)
+		return 0, fmt.Errorf("distlock: extend %q: %w", l.key, ErrNotReplicated)
+	}
+	return v, err
 }
 
 func (l *Lock) pttl(ctx context.Context) (int64, error) {

@@ -96,7 +96,7 @@ func (e *QuorumError) Unwrap() []error {
 }
 
 var (
-	errHeldOnNode = errors.New("held by another owner")
+	errHeldOnNode = fmt.Errorf("%w: held by another owner", ErrNotObtained)
 	errPending    = errors.New("no answer yet")
 	errSuspect    = errors.New("failed recently")
 )

@@ -272,7 +272,7 @@ func quorumUnreachable(err error) bool {
 	}
 	failed := 0
 	for _, e := range qe.Nodes {
-		if e != nil && !strings.Contains(e.Error(), "held by another") {
+		if e != nil && !errors.Is(e, distlock.ErrNotObtained) {
 			failed++
 		}
 	}
