@@ -21,8 +21,8 @@ import (
 type Client struct {
 	rdb   redis.UniversalClient
 	nodes []redis.UniversalClient // set by NewQuorum: the independent nodes
-	// suspect[i] is when node i stops being skipped (unix ns), see quorum.go
-	suspect []atomic.Int64
+	// suspect[i]: node i failed and is not waited for (see quorum.go)
+	suspect []atomic.Bool
 	prefix  string
 	nilRDB  bool
 	ack     replicaAck

@@ -49,7 +49,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
 	}
 	c := New(first, opts...)
 	c.nodes = slices.Clone(nodes)
-	c.suspect = make([]atomic.Int64, len(nodes))
+	c.suspect = make([]atomic.Bool, len(nodes))
 	for _, n := range nodes {
 		c.nilRDB = c.nilRDB || isNil(n)
 	}
@@ -101,26 +101,20 @@ var (
 	errSuspect    = errors.New("failed recently")
 )
 
-// suspectFor is how long a node that failed (network error or no answer)
-// is not waited for: quorum decisions go ahead without it unless it answers
-// in time, so a dead node does not stretch every attempt to the timeout,
-// which would leave long windows for split votes.
-const suspectFor = time.Second
-
+// A node that failed at the network level (error, or no answer in time) is
+// suspect until one of its answers comes back: quorum decisions still send
+// it every call but do not wait for it, so a dead node does not stretch
+// every attempt to the timeout (which would leave long windows for split
+// votes), and a revived node counts again from its first answer.
 func (c *Client) isSuspect(i int) bool {
-	return time.Now().UnixNano() < c.suspect[i].Load()
+	return c.suspect[i].Load()
 }
 
-// noteNode records whether node i just failed at the network level. Redis
-// error replies come from a live node and do not count.
+// noteNode records whether node i just answered. Redis error replies come
+// from a live node and count as answers.
 func (c *Client) noteNode(i int, err error) {
 	var reply redis.Error
-	switch {
-	case err == nil || errors.As(err, &reply):
-		c.suspect[i].Store(0)
-	default:
-		c.suspect[i].Store(time.Now().Add(suspectFor).UnixNano())
-	}
+	c.suspect[i].Store(err != nil && !errors.As(err, &reply))
 }
 
 // decided returns an enough func for onNodes: the outcome is known once yes

@@ -39,10 +39,11 @@ func (c *Client) lockLine(ctx context.Context, key string, cfg lockConfig, token
 	acquired, last := false, error(nil)
 	defer func() { n.leave(w, acquired) }()
 	for try := 1; ; {
-		// Not head: wait for our turn, but look again after a backoff, in
-		// case the turn came without a notice (a local holder's lease ran out).
-		wait := cfg.retry.Backoff(try)
+		// Not head: wait for our turn, but look again now and then, in case
+		// the turn came without a notice (a local holder's lease ran out).
+		wait := fairRefresh
 		if n.isHead(w) {
+			began := time.Now()
 			l, holderTTL, err := c.attempt(ctx, key, cfg, token)
 			if !errors.Is(err, ErrNotObtained) {
 				acquired = err == nil
@@ -55,8 +56,9 @@ func (c *Client) lockLine(ctx context.Context, key string, cfg lockConfig, token
 			try++
 			if splitVote(err) {
 				// Contenders that split the nodes between them must not
-				// retry together, or they split again (Redlock's advice).
-				if err := sleepCtx(ctx, rand.N(10*time.Millisecond)); err != nil {
+				// retry together, or they split again (Redlock's advice):
+				// a random delay of a few attempt durations separates them.
+				if err := sleepCtx(ctx, rand.N(3*time.Since(began)+time.Millisecond)); err != nil {
 					return nil, gaveUp(key, err, last)
 				}
 				continue
