@@ -25,6 +25,10 @@ type Client struct {
 	suspect []atomic.Bool
 	prefix  string
 	nilRDB  bool
+	// publish is how scripts announce releases: SPUBLISH (sharded pub/sub)
+	// on a Cluster, so that a notice stays on the lock's shard; PUBLISH
+	// elsewhere.
+	publish string
 	ack     replicaAck
 	closed  atomic.Bool
 
@@ -38,7 +42,10 @@ type Client struct {
 // New returns a Client on rdb. Close stops what the Client started; it does
 // not close rdb. A nil rdb gives a Client whose methods return ErrNilClient.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{rdb: rdb, prefix: DefaultPrefix, nilRDB: isNil(rdb), closing: make(chan struct{})}
+	c := &Client{rdb: rdb, prefix: DefaultPrefix, nilRDB: isNil(rdb), closing: make(chan struct{}), publish: "PUBLISH"}
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		c.publish = "SPUBLISH"
+	}
 	for _, o := range opts {
 		if o != nil {
 			o(c)
@@ -175,7 +182,7 @@ func (c *Client) attemptFair(ctx context.Context, key string, cfg lockConfig, to
 	names := c.names(key)
 	owner, reentrant := cfg.ownerArgs(token)
 	return c.acquire(ctx, key, cfg, token, acquireFairScript, names.all(),
-		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, fairEntryTTL.Milliseconds(), names.channel)
+		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, fairEntryTTL.Milliseconds(), names.notice)
 }
 
 // acquire runs one acquire script, whose reply is {1, fence, count} when
@@ -222,6 +229,7 @@ func notObtained(key string, cause error) error {
 // all of them in one Cluster slot, so one script can touch them all.
 type keyNames struct {
 	lock, fence, channel, queue, timeouts, wargs string
+	notice                                       string // scripts' argument: "PUBLISH <channel>" or "SPUBLISH <channel>"
 }
 
 // all returns the keys that scripts freeing a lock need (see handoff.lua).
@@ -238,6 +246,7 @@ func (c *Client) names(key string) keyNames {
 		queue:    base + ":queue",    // list: fair-mode waiters in arrival order
 		timeouts: base + ":timeouts", // zset: fair-mode waiter -> deadline (ms)
 		wargs:    base + ":wargs",    // hash: fair-mode waiter -> ttl, owner, meta
+		notice:   c.publish + " " + base + ":released",
 	}
 }
 

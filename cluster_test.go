@@ -372,3 +372,43 @@ func TestClusterFailoverKeepsReplicatedLock(t *testing.T) {
 		t.Fatalf("fence after failover %d, before %d", next.Fence(), l.Fence())
 	}
 }
+
+// TestClusterNoticesUseShardedPubSub: on a Cluster, a waiter subscribes to
+// the lock's shard channel on the master that owns its slot, and releases
+// are announced with SPUBLISH there, never broadcast with PUBLISH.
+func TestClusterNoticesUseShardedPubSub(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	const name = "sharded"
+	channel := distlock.DefaultPrefix + "{" + name + "}:released"
+	home := cl.MasterOf(t, channel)
+	holder, waiter := clusterLocks(t, cl), clusterLocks(t, cl)
+	ctx := ctxT(t, 20*time.Second)
+	for _, m := range cl.Masters(t) {
+		m.Client(t).ConfigResetStat(ctx)
+	}
+	l, err := holder.TryLock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, waiter, name)
+	waitFor(t, 5*time.Second, "the waiter's shard subscription", func() bool {
+		n, _ := home.Client(t).Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
+		return len(n) == 2 && n[1] == int64(1)
+	})
+	released := time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 5*time.Second)
+	t.Logf("release → waiter on the shard channel holds: %v", r.at.Sub(released))
+	r.l.Release(ctx)
+	for _, m := range cl.Masters(t) {
+		stats, _ := m.Client(t).Info(ctx, "commandstats").Result()
+		if strings.Contains(stats, "cmdstat_publish:") {
+			t.Fatalf("%s saw PUBLISH: release notices were broadcast", m.Addr)
+		}
+		if m == home && !strings.Contains(stats, "cmdstat_spublish:") {
+			t.Fatalf("the lock's master %s saw no SPUBLISH", m.Addr)
+		}
+	}
+}

@@ -64,7 +64,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		return LockInfo{}, err
 	}
 	names := c.names(key)
-	res, err := inspectScript.Run(ctx, c.rdb, []string{names.lock, names.queue}, names.channel).Slice()
+	res, err := inspectScript.Run(ctx, c.rdb, []string{names.lock, names.queue}, names.notice).Slice()
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
 	}
@@ -200,7 +200,7 @@ func (c *Client) forceRelease(ctx context.Context, key string, fence int64) (Loc
 		return LockInfo{}, err
 	}
 	names := c.names(key)
-	res, err := forceReleaseScript.Run(ctx, c.rdb, names.all(), names.channel, fence, fairEntryTTL.Milliseconds()).Slice()
+	res, err := forceReleaseScript.Run(ctx, c.rdb, names.all(), names.notice, fence, fairEntryTTL.Milliseconds()).Slice()
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}

@@ -21,21 +21,24 @@ const maxIdleChannels = 256
 // Redis for the lock (no herd), and releases made by this process wake the
 // head directly, before Redis' message arrives.
 type notifier struct {
-	rdbs []redis.UniversalClient // one subscription on each (quorum: every node)
+	rdbs    []redis.UniversalClient // one subscription on each (quorum: every node)
+	cluster *redis.ClusterClient    // set: sharded subscriptions, see notify_shard.go
 
-	mu    sync.Mutex
-	ps    []*redis.PubSub
-	chans map[string]*channelState
-	idle  int
-	ctx   context.Context
-	stop  context.CancelFunc
-	done  []chan struct{}
+	mu     sync.Mutex
+	ps     []*redis.PubSub          // every subscription, for close
+	shards map[string]*redis.PubSub // Cluster: master address -> its subscription
+	chans  map[string]*channelState
+	idle   int
+	ctx    context.Context
+	stop   context.CancelFunc
+	done   []chan struct{}
 }
 
 type channelState struct {
 	line  []*waiter          // default-mode waiters, head first
 	fair  map[string]*waiter // fair-mode waiters by token
 	since time.Time          // when the channel last became idle
+	shard *redis.PubSub      // Cluster: the subscription that carries it
 }
 
 func (s *channelState) empty() bool { return len(s.line) == 0 && len(s.fair) == 0 }
@@ -51,7 +54,11 @@ type waiter struct {
 
 func newNotifier(rdbs []redis.UniversalClient) *notifier {
 	ctx, stop := context.WithCancel(context.Background())
-	return &notifier{rdbs: rdbs, chans: map[string]*channelState{}, ctx: ctx, stop: stop}
+	n := &notifier{rdbs: rdbs, chans: map[string]*channelState{}, shards: map[string]*redis.PubSub{}, ctx: ctx, stop: stop}
+	if len(rdbs) == 1 {
+		n.cluster, _ = rdbs[0].(*redis.ClusterClient)
+	}
+	return n
 }
 
 // join adds a waiter for channel, subscribing on first use.
@@ -61,6 +68,7 @@ func (n *notifier) join(channel, token string, fair bool) *waiter {
 	n.mu.Lock()
 	s := n.chans[channel]
 	var subscribe []*redis.PubSub
+	isNew := s == nil
 	if s == nil {
 		s = &channelState{fair: map[string]*waiter{}}
 		n.chans[channel] = s
@@ -74,6 +82,9 @@ func (n *notifier) join(channel, token string, fair bool) *waiter {
 		s.line = append(s.line, w)
 	}
 	n.mu.Unlock()
+	if n.cluster != nil && subscribe == nil && isNew {
+		n.subscribeShard(channel)
+	}
 	n.subscribe(subscribe, channel)
 	return w
 }
@@ -163,7 +174,7 @@ func (n *notifier) wakeEveryone() {
 
 // connectLocked starts the subscriptions on first use and returns them.
 func (n *notifier) connectLocked() []*redis.PubSub {
-	if n.ctx.Err() != nil {
+	if n.ctx.Err() != nil || n.cluster != nil {
 		return nil // closed: waiters fall back to their timers and see ErrClosed
 	}
 	if n.ps == nil {
@@ -181,6 +192,9 @@ func (n *notifier) connectLocked() []*redis.PubSub {
 // in receive, which reconnects and resubscribes. With several nodes (quorum)
 // each gets its own goroutine, so that a dead node does not hold up the rest.
 func (n *notifier) subscribe(pss []*redis.PubSub, channel string) {
+	if len(pss) == 0 {
+		return
+	}
 	if len(pss) == 1 {
 		_ = pss[0].Subscribe(n.ctx, channel)
 		return
@@ -199,8 +213,13 @@ func (n *notifier) pruneLocked() {
 				oldest = ch
 			}
 		}
+		shard := n.chans[oldest].shard
 		delete(n.chans, oldest)
 		n.idle--
+		if shard != nil {
+			go func() { _ = shard.SUnsubscribe(n.ctx, oldest) }()
+			continue
+		}
 		for _, ps := range n.ps {
 			go func() { _ = ps.Unsubscribe(n.ctx, oldest) }()
 		}
@@ -232,8 +251,11 @@ func (n *notifier) receive(ps *redis.PubSub, done chan struct{}) {
 		case *redis.Message:
 			n.released(m.Channel, m.Payload)
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				n.released(m.Channel, "r")
+			case "sunsubscribe":
+				n.resubscribe(m.Channel)
 			}
 		}
 	}

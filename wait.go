@@ -164,7 +164,7 @@ func (c *Client) leaveLine(ctx context.Context, key, token string, cause error) 
 	names := c.names(key)
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = leaveScript.Run(cleanup, c.rdb, names.all(), token, names.channel, fairEntryTTL.Milliseconds()).Err()
+	_ = leaveScript.Run(cleanup, c.rdb, names.all(), token, names.notice, fairEntryTTL.Milliseconds()).Err()
 	return cause
 }
 

@@ -8,7 +8,7 @@
 -- ARGV[4] reentrant   "1" lets the same owner take the lock again
 -- ARGV[5] meta
 -- ARGV[6] wait        how long the waiter entry lives without a refresh (ms)
--- ARGV[7] channel
+-- ARGV[7] notice      "PUBLISH <channel>" or "SPUBLISH <channel>"
 -- returns {1, fence, count} when held, {0, pttl} when queued.
 local token, owner = ARGV[1], ARGV[2]
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'grant')

@@ -4,7 +4,7 @@
 -- Runs after handoff.lua, which defines handoff().
 -- KEYS[1..5] as in handoff.lua (lock hash, fence counter, waiter list,
 --            waiter deadlines, waiter arguments)
--- ARGV[1] release channel (same hash tag as KEYS[1])
+-- ARGV[1] notice      "PUBLISH <channel>" or "SPUBLISH <channel>"
 -- ARGV[2] fence       "0": any grant; else only the grant with this fence,
 --                     so an operator never removes a grant they did not see
 -- ARGV[3] claim       first lease of a handed-off grant, in milliseconds

@@ -6,6 +6,9 @@
 -- A waiter's arguments are "<ttl ms> <owner length> <owner><meta>".
 -- Publishes "g <fence> <token>" on a handoff, else "r" (the lock is free).
 -- Returns {fence, token} on a handoff, else nil.
+-- The scripts' notice argument is "PUBLISH <channel>", or on Redis Cluster
+-- "SPUBLISH <channel>" (sharded pub/sub: the channel has the lock's hash
+-- tag, so the message stays on the lock's shard).
 local function now_ms()
   local t = redis.call('TIME')
   return t[1] * 1000 + math.floor(t[2] / 1000)
@@ -17,7 +20,12 @@ local function drop_waiter(token)
   redis.call('HDEL', KEYS[5], token)
 end
 
-local function handoff(channel, claim_ms)
+local function notify(notice, msg)
+  local cmd, channel = string.match(notice, '^(%u+) (.*)$')
+  redis.call(cmd, channel, msg)
+end
+
+local function handoff(notice, claim_ms)
   local now
   while true do
     local head = redis.call('LINDEX', KEYS[3], 0)
@@ -38,10 +46,10 @@ local function handoff(channel, claim_ms)
       -- A short first lease: a grantee that died while waiting frees the
       -- lock soon; a live one extends it to its TTL at once.
       redis.call('PEXPIRE', KEYS[1], math.min(tonumber(ttl), claim_ms))
-      redis.call('PUBLISH', channel, 'g ' .. fence .. ' ' .. head)
+      notify(notice, 'g ' .. fence .. ' ' .. head)
       return {fence, head}
     end
   end
-  redis.call('PUBLISH', channel, 'r')
+  notify(notice, 'r')
   return nil
 end

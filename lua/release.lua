@@ -4,7 +4,7 @@
 -- ARGV[1] owner
 -- ARGV[2] fence       identifies the grant, so a stale holder that shares an
 --                     owner id with a later grant cannot release it
--- ARGV[3] channel     release notifications (same hash tag as KEYS[1])
+-- ARGV[3] notice      "PUBLISH <channel>" or "SPUBLISH <channel>"
 -- ARGV[4] claim       first lease of a handed-off grant, in milliseconds
 -- returns {-1} when not held, {holds left} while held, {0} when freed,
 -- {0, fence, token} when handed to the waiter with that token.

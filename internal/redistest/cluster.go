@@ -20,7 +20,7 @@ const clusterNodeTimeout = 1500
 
 // clusterTimeout bounds cluster creation and every wait for the cluster to
 // settle.
-const clusterTimeout = 30 * time.Second
+const clusterTimeout = 60 * time.Second
 
 // Cluster is a real Redis Cluster of redis-server processes on loopback,
 // joined with `redis-cli --cluster create`.
@@ -54,7 +54,13 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int) *Cluster {
 	}
 	addrs := make([]string, 0, masters*(1+replicasPerMaster))
 	for range masters * (1 + replicasPerMaster) {
-		s := Start(t, args...)
+		// An explicit bus port: the default, port+10000, can collide with
+		// another test's server or exceed 65535.
+		bus, err := FreePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s := Start(t, append(args, "--cluster-port", strconv.Itoa(bus))...)
 		c.Nodes = append(c.Nodes, s)
 		addrs = append(addrs, s.Addr)
 	}
