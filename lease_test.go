@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,7 +41,7 @@ func testPausedHolder(t *testing.T, guarded bool) {
 	if guarded {
 		guardEnv = "DISTLOCK_GUARD=1"
 	}
-	holder, resume := startHelperIn(t, "pausedwriter", "DISTLOCK_ADDR="+srv.Addr,
+	holder := startHelper(t, "pausedwriter", "DISTLOCK_ADDR="+srv.Addr,
 		"DISTLOCK_KEY=account", "DISTLOCK_TTL="+ttl.String(), guardEnv)
 	staleFence, _ := strconv.ParseInt(holder.expect(t, "fence=", 5*time.Second), 10, 64)
 	if read := holder.expect(t, "read=", 5*time.Second); read != "100" {
@@ -78,7 +77,7 @@ func testPausedHolder(t *testing.T, guarded bool) {
 	if err := holder.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.WriteString(resume, "go\n"); err != nil {
+	if _, err := io.WriteString(holder.stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -162,34 +161,6 @@ func errName(err error) string {
 		return "ErrNotHeld"
 	}
 	return err.Error()
-}
-
-// startHelperIn is startHelper with a pipe to the helper's stdin, for
-// helpers that wait for the test's go-ahead.
-func startHelperIn(t *testing.T, mode string, env ...string) (*helperProc, io.Writer) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), "DISTLOCK_HELPER="+mode), env...)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &helperProc{cmd: cmd, lines: make(chan string, 1024)}
-	go h.read(out)
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return h, in
 }
 
 // TestLostFiresBeforeServerExpiry freezes redis-server (SIGSTOP) under a

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,6 +67,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 type helperProc struct {
 	cmd   *exec.Cmd
 	lines chan string
+	stdin io.Writer // for helpers that wait for the test's go-ahead
 }
 
 // startHelper runs this test binary in helper mode with env; its stdout lines
@@ -75,6 +77,10 @@ func startHelper(t *testing.T, mode string, env ...string) *helperProc {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), "DISTLOCK_HELPER="+mode), env...)
 	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +88,10 @@ func startHelper(t *testing.T, mode string, env ...string) *helperProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := &helperProc{cmd: cmd, lines: make(chan string, 1024)}
+	h := &helperProc{cmd: cmd, lines: make(chan string, 1024), stdin: in}
 	go h.read(out)
 	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a frozen helper must run to die
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})

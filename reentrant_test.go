@@ -111,7 +111,7 @@ func TestReentrantCountsHolds(t *testing.T) {
 func TestOwnerSharedAcrossProcesses(t *testing.T) {
 	c, rdb, srv := setup(t)
 	ctx := ctxT(t, 15*time.Second)
-	helper, in := startHelperIn(t, "reentrant", "DISTLOCK_ADDR="+srv.Addr,
+	helper := startHelper(t, "reentrant", "DISTLOCK_ADDR="+srv.Addr,
 		"DISTLOCK_KEY=batch", "DISTLOCK_OWNER=job-42", "DISTLOCK_TTL=500ms")
 	fence, _ := strconv.ParseInt(helper.expect(t, "fence=", 5*time.Second), 10, 64)
 
@@ -137,7 +137,7 @@ func TestOwnerSharedAcrossProcesses(t *testing.T) {
 	if _, err := c.TryLock(ctx, "batch"); !errors.Is(err, distlock.ErrNotObtained) {
 		t.Fatalf("stranger while the helper still holds: %v, want ErrNotObtained", err)
 	}
-	if _, err := io.WriteString(in, "release\n"); err != nil {
+	if _, err := io.WriteString(helper.stdin, "release\n"); err != nil {
 		t.Fatal(err)
 	}
 	if r := helper.expect(t, "release=", 5*time.Second); r != "ok" {
