@@ -55,7 +55,7 @@ func (rs *ReplicaSet) Admin(s *Server) *redis.Client { return rs.admin.get(s) }
 func (rs *ReplicaSet) Promote(t testing.TB) *Server {
 	t.Helper()
 	r := rs.Replica
-	if err := rs.Admin(r).SlaveOf(context.Background(), "NO", "ONE").Err(); err != nil {
+	if err := rs.Admin(r).ReplicaOf(context.Background(), "NO", "ONE").Err(); err != nil {
 		t.Fatalf("redistest: REPLICAOF NO ONE on %s: %v", r.Addr, err)
 	}
 	rs.Master, rs.Replica = r, rs.Master
@@ -71,7 +71,7 @@ func (rs *ReplicaSet) PromoteDuring(t testing.TB, delay time.Duration, fn func()
 	errc := make(chan error, 1)
 	go func() {
 		time.Sleep(delay) // the offset of the race under test
-		errc <- rs.Admin(r).SlaveOf(context.Background(), "NO", "ONE").Err()
+		errc <- rs.Admin(r).ReplicaOf(context.Background(), "NO", "ONE").Err()
 	}()
 	fn()
 	if err := <-errc; err != nil {
@@ -86,7 +86,7 @@ func (rs *ReplicaSet) PromoteDuring(t testing.TB, delay time.Duration, fn func()
 func (rs *ReplicaSet) Reattach(t testing.TB) {
 	t.Helper()
 	m, r := rs.Master, rs.Replica
-	if err := rs.Admin(r).SlaveOf(context.Background(), "127.0.0.1", strconv.Itoa(m.Port)).Err(); err != nil {
+	if err := rs.Admin(r).ReplicaOf(context.Background(), "127.0.0.1", strconv.Itoa(m.Port)).Err(); err != nil {
 		t.Fatalf("redistest: REPLICAOF on %s: %v", r.Addr, err)
 	}
 	rs.WaitInSync(t)
