@@ -29,6 +29,7 @@ type Client struct {
 	// on a Cluster, so that a notice stays on the lock's shard; PUBLISH
 	// elsewhere.
 	publish string
+	id      string // names this Client's inbox channels
 	ack     replicaAck
 	closed  atomic.Bool
 
@@ -42,7 +43,7 @@ type Client struct {
 // New returns a Client on rdb. Close stops what the Client started; it does
 // not close rdb. A nil rdb gives a Client whose methods return ErrNilClient.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{rdb: rdb, prefix: DefaultPrefix, nilRDB: isNil(rdb), closing: make(chan struct{}), publish: "PUBLISH"}
+	c := &Client{rdb: rdb, prefix: DefaultPrefix, nilRDB: isNil(rdb), closing: make(chan struct{}), publish: "PUBLISH", id: newToken()[:11]}
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		c.publish = "SPUBLISH"
 	}
@@ -182,7 +183,7 @@ func (c *Client) attemptFair(ctx context.Context, key string, cfg lockConfig, to
 	names := c.names(key)
 	owner, reentrant := cfg.ownerArgs(token)
 	return c.acquire(ctx, key, cfg, token, acquireFairScript, names.all(),
-		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, fairEntryTTL.Milliseconds(), names.notice)
+		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, fairEntryTTL.Milliseconds(), names.notice, names.inboxNotice)
 }
 
 // acquire runs one acquire script, whose reply is {1, fence, count} when
@@ -229,7 +230,12 @@ func notObtained(key string, cause error) error {
 // all of them in one Cluster slot, so one script can touch them all.
 type keyNames struct {
 	lock, fence, channel, queue, timeouts, wargs string
-	notice                                       string // scripts' argument: "PUBLISH <channel>" or "SPUBLISH <channel>"
+	// notice is the scripts' argument for the shared channel:
+	// "PUBLISH <channel>", or "SPUBLISH <channel>" on a Cluster.
+	notice string
+	// inbox is this Client's own channel for the lock: handoffs to its
+	// waiters are published there, so other processes are not woken.
+	inbox, inboxNotice string
 }
 
 // all returns the keys that scripts freeing a lock need (see handoff.lua).
@@ -239,7 +245,7 @@ func (k keyNames) all() []string {
 
 func (c *Client) names(key string) keyNames {
 	base := c.prefix + "{" + key + "}"
-	return keyNames{
+	k := keyNames{
 		lock:     base,               // hash: owner, count, fence, meta, since
 		fence:    base + ":fence",    // counter, never expires
 		channel:  base + ":released", // pub/sub: release and handoff notices
@@ -247,7 +253,10 @@ func (c *Client) names(key string) keyNames {
 		timeouts: base + ":timeouts", // zset: fair-mode waiter -> deadline (ms)
 		wargs:    base + ":wargs",    // hash: fair-mode waiter -> ttl, owner, meta
 		notice:   c.publish + " " + base + ":released",
+		inbox:    base + ":to:" + c.id,
 	}
+	k.inboxNotice = c.publish + " " + k.inbox
+	return k
 }
 
 // newToken returns 128 random bits; crypto/rand makes reuse practically

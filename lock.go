@@ -126,7 +126,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.end(lost, ErrTaken)
 		return ErrNotHeld
 	} else if left == 0 {
-		l.client.tellWaiters(l.names.channel, res)
+		l.client.tellWaiters(l.names, res)
 	}
 	l.end(released, ErrReleased)
 	return nil

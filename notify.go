@@ -291,8 +291,9 @@ func indexOf(line []*waiter, w *waiter) int {
 
 // tellWaiters passes the outcome of a release made by this process to its
 // own waiters at once: res is the release script's reply, {0} for a freed
-// lock or {0, fence, token} for a handoff.
-func (c *Client) tellWaiters(channel string, res []any) {
+// lock or {0, fence, token} for a handoff (to a waiter of this Client if the
+// token is one of its own).
+func (c *Client) tellWaiters(names keyNames, res []any) {
 	c.mu.Lock()
 	n := c.notifier
 	c.mu.Unlock()
@@ -302,8 +303,8 @@ func (c *Client) tellWaiters(channel string, res []any) {
 	if len(res) == 3 {
 		fence, _ := res[1].(int64)
 		token, _ := res[2].(string)
-		n.released(channel, "g "+strconv.FormatInt(fence, 10)+" "+token)
+		n.released(names.inbox, "g "+strconv.FormatInt(fence, 10)+" "+token)
 		return
 	}
-	n.released(channel, "r")
+	n.released(names.channel, "r")
 }

@@ -364,7 +364,7 @@ func (l *Lock) releaseQuorum(ctx context.Context) error {
 		l.end(lost, ErrExpired)
 		return ErrNotHeld
 	}
-	l.client.tellWaiters(l.names.channel, []any{int64(0)})
+	l.client.tellWaiters(l.names, []any{int64(0)})
 	l.end(released, ErrReleased)
 	return nil
 }

@@ -77,7 +77,7 @@ func (c *Client) lockLine(ctx context.Context, key string, cfg lockConfig, token
 func (c *Client) lockQueued(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
 	names := c.names(key)
 	n := c.notify()
-	w := n.join(names.channel, token, true)
+	w := n.join(names.inbox, token, true)
 	defer n.leave(w, true)
 	for try := 1; ; try++ {
 		l, holderTTL, err := c.attemptFair(ctx, key, cfg, token)

@@ -263,12 +263,13 @@ func TestDefaultModeReleaserDoesNotBarge(t *testing.T) {
 	}
 }
 
-// waitSubscribed waits until some Client listens on key's release channel.
+// waitSubscribed waits until some Client listens on one of key's channels
+// (the shared release channel or a Client's inbox).
 func waitSubscribed(t *testing.T, rdb *redis.Client, key string) {
 	t.Helper()
-	ch := "distlock:{" + key + "}:released"
-	waitFor(t, 2*time.Second, "a subscription to "+ch, func() bool {
-		n, _ := rdb.PubSubNumSub(context.Background(), ch).Result()
-		return n[ch] >= 1
+	pattern := "distlock:{" + key + "}:*"
+	waitFor(t, 2*time.Second, "a subscription to "+pattern, func() bool {
+		chs, _ := rdb.PubSubChannels(context.Background(), pattern).Result()
+		return len(chs) >= 1
 	})
 }

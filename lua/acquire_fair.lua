@@ -9,6 +9,7 @@
 -- ARGV[5] meta
 -- ARGV[6] wait        how long the waiter entry lives without a refresh (ms)
 -- ARGV[7] notice      "PUBLISH <channel>" or "SPUBLISH <channel>"
+-- ARGV[8] inbox       notice argument of this Client's channel for handoffs
 -- returns {1, fence, count} when held, {0, pttl} when queued.
 local token, owner = ARGV[1], ARGV[2]
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'grant')
@@ -46,7 +47,8 @@ else
 end
 if not redis.call('ZSCORE', KEYS[4], token) then
   redis.call('RPUSH', KEYS[3], token)
-  redis.call('HSET', KEYS[5], token, ARGV[3] .. ' ' .. #owner .. ' ' .. owner .. ARGV[5])
+  redis.call('HSET', KEYS[5], token, ARGV[3] .. ' ' .. #owner .. ' ' .. #ARGV[8] .. ' ' ..
+    owner .. ARGV[8] .. ARGV[5])
 end
 local deadline = now_ms() + tonumber(ARGV[6])
 redis.call('ZADD', KEYS[4], deadline, token)

@@ -3,8 +3,11 @@
 -- deadline passed (dead or gone waiters), and announces the result.
 -- Expects KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] waiter list,
 -- KEYS[4] waiter deadlines (zset), KEYS[5] waiter arguments (hash).
--- A waiter's arguments are "<ttl ms> <owner length> <owner><meta>".
--- Publishes "g <fence> <token>" on a handoff, else "r" (the lock is free).
+-- A waiter's arguments are "<ttl ms> <owner length> <inbox length> <owner>
+-- <inbox><meta>", where inbox is the notice argument of the waiter's own
+-- channel: a handoff is published there as "g <fence> <token>", so that only
+-- the grantee's connection hears it. Else "r" (the lock is free) goes to the
+-- lock's shared channel.
 -- Returns {fence, token} on a handoff, else nil.
 -- The scripts' notice argument is "PUBLISH <channel>", or on Redis Cluster
 -- "SPUBLISH <channel>" (sharded pub/sub: the channel has the lock's hash
@@ -37,16 +40,18 @@ local function handoff(notice, claim_ms)
     local args = redis.call('HGET', KEYS[5], head)
     drop_waiter(head)
     if deadline and deadline >= now and args then
-      local ttl, olen, rest = string.match(args, '^(%d+) (%d+) (.*)$')
-      local owner = string.sub(rest, 1, tonumber(olen))
-      local meta = string.sub(rest, tonumber(olen) + 1)
+      local ttl, olen, ilen, rest = string.match(args, '^(%d+) (%d+) (%d+) (.*)$')
+      olen, ilen = tonumber(olen), tonumber(ilen)
+      local owner = string.sub(rest, 1, olen)
+      local inbox = string.sub(rest, olen + 1, olen + ilen)
+      local meta = string.sub(rest, olen + ilen + 1)
       local fence = redis.call('INCR', KEYS[2])
       redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'fence', fence,
         'meta', meta, 'since', now, 'grant', head)
       -- A short first lease: a grantee that died while waiting frees the
       -- lock soon; a live one extends it to its TTL at once.
       redis.call('PEXPIRE', KEYS[1], math.min(tonumber(ttl), claim_ms))
-      notify(notice, 'g ' .. fence .. ' ' .. head)
+      notify(inbox, 'g ' .. fence .. ' ' .. head)
       return {fence, head}
     end
   end
