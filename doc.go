@@ -37,8 +37,9 @@
 //
 // A Lock call that finds the lock held joins a line kept in Redis under the
 // lock's hash tag; the release script hands the lock to the first waiter
-// still in line and publishes who got it, over one pub/sub subscription per
-// Client. Waiters also re-ask at the holder's expiry and to keep their place,
+// still in line and publishes the grant on that waiter's Client's own
+// channel, which the Client hears over its one pub/sub subscription (one per
+// master on a Cluster, with sharded pub/sub). Waiters also re-ask at the holder's expiry and to keep their place,
 // so a lost message never hangs them. WithFair makes the order strict. A
 // quorum Client (NewQuorum) waits in a per-process line instead.
 //

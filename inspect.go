@@ -43,11 +43,12 @@ type LockInfo struct {
 	Since time.Time
 	// TTL is the lease left on the server.
 	TTL time.Duration
-	// Queued is the number of fair-mode waiters in line.
+	// Queued is the number of waiters in the lock's line in Redis: every
+	// waiting Lock call of a single-node Client, fair mode or not.
 	Queued int64
-	// Listening is the number of connections subscribed to the lock's
-	// release channel on the Redis node that holds the lock: waiters that
-	// are woken when it is released.
+	// Listening is the number of connections subscribed to the lock's shared
+	// release channel on the Redis node that holds the lock: the waiters of
+	// quorum Clients, and other tools listening for releases.
 	Listening int64
 }
 

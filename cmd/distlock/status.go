@@ -43,7 +43,7 @@ JSON schema (stable: fields are only ever added):
      "host":      string,   host=... from meta, or ""
      "pid":       number,   pid=... from meta, or 0
      "queued":    number,   fair-mode waiters in line
-     "listening": number    connections subscribed to release notices
+     "listening": number    connections on the shared release channel (quorum waiters)
   }]}
   Locks are sorted by key; a free KEY gives {"locks": []}.
 
