@@ -183,7 +183,7 @@ func (c *Client) attemptFair(ctx context.Context, key string, cfg lockConfig, to
 	names := c.names(key)
 	owner, reentrant := cfg.ownerArgs(token)
 	return c.acquire(ctx, key, cfg, token, acquireFairScript, names.all(),
-		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, fairEntryTTL.Milliseconds(), names.notice, names.inboxNotice)
+		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, lineEntryTTL.Milliseconds(), names.notice, names.inboxNotice)
 }
 
 // acquire runs one acquire script, whose reply is {1, fence, count} when
@@ -249,9 +249,9 @@ func (c *Client) names(key string) keyNames {
 		lock:     base,               // hash: owner, count, fence, meta, since
 		fence:    base + ":fence",    // counter, never expires
 		channel:  base + ":released", // pub/sub: release and handoff notices
-		queue:    base + ":queue",    // list: fair-mode waiters in arrival order
-		timeouts: base + ":timeouts", // zset: fair-mode waiter -> deadline (ms)
-		wargs:    base + ":wargs",    // hash: fair-mode waiter -> ttl, owner, meta
+		queue:    base + ":queue",    // list: waiters in arrival order
+		timeouts: base + ":timeouts", // zset: waiter -> deadline (ms)
+		wargs:    base + ":wargs",    // hash: waiter -> ttl, owner, inbox, meta
 		notice:   c.publish + " " + base + ":released",
 		inbox:    base + ":to:" + c.id,
 	}

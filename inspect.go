@@ -201,7 +201,7 @@ func (c *Client) forceRelease(ctx context.Context, key string, fence int64) (Loc
 		return LockInfo{}, err
 	}
 	names := c.names(key)
-	res, err := forceReleaseScript.Run(ctx, c.rdb, names.all(), names.notice, fence, fairEntryTTL.Milliseconds()).Slice()
+	res, err := forceReleaseScript.Run(ctx, c.rdb, names.all(), names.notice, fence, lineEntryTTL.Milliseconds()).Slice()
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}

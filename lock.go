@@ -118,7 +118,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return l.releaseQuorum(ctx)
 	}
 	res, err := releaseScript.Run(ctx, l.client.rdb, l.names.all(),
-		l.owner, l.fenceS, l.names.notice, fairEntryTTL.Milliseconds()).Slice()
+		l.owner, l.fenceS, l.names.notice, lineEntryTTL.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("distlock: release %q: %w", l.key, err)
 	}

@@ -36,7 +36,7 @@ type notifier struct {
 
 type channelState struct {
 	line  []*waiter          // default-mode waiters, head first
-	fair  map[string]*waiter // fair-mode waiters by token
+	fair  map[string]*waiter // waiters in the Redis line, by token
 	since time.Time          // when the channel last became idle
 	shard *redis.PubSub      // Cluster: the subscription that carries it
 }
@@ -49,7 +49,7 @@ type waiter struct {
 	token   string
 	fair    bool
 	wake    chan struct{} // a release, or the subscription became live
-	grant   chan int64    // fair mode: the lock was handed to this waiter
+	grant   chan int64    // in the Redis line: the lock was handed to this waiter
 }
 
 func newNotifier(rdbs []redis.UniversalClient) *notifier {

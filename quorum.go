@@ -255,7 +255,7 @@ func (c *Client) acquireQuorum(ctx context.Context, key string, cfg lockConfig, 
 	releaseOn := func(i int, fence string) {
 		lateCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(cfg.ttl))
 		defer cancel()
-		_ = releaseScript.Run(lateCtx, c.nodes[i], names.all(), owner, fence, names.notice, fairEntryTTL.Milliseconds()).Err()
+		_ = releaseScript.Run(lateCtx, c.nodes[i], names.all(), owner, fence, names.notice, lineEntryTTL.Milliseconds()).Err()
 	}
 	late := func(i int, r nodeResult) {
 		if granted(r) {
@@ -341,7 +341,7 @@ func (c *Client) releaseNodes(ctx context.Context, names keyNames, owner string,
 		if fences[i] == "" {
 			return []any{int64(-1)}, nil
 		}
-		return releaseScript.Run(ctx, rdb, names.all(), owner, fences[i], names.notice, fairEntryTTL.Milliseconds()).Slice()
+		return releaseScript.Run(ctx, rdb, names.all(), owner, fences[i], names.notice, lineEntryTTL.Milliseconds()).Slice()
 	}, nil, nil)
 	for _, r := range res {
 		v, _ := r.val.([]any)

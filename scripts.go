@@ -22,7 +22,7 @@ var (
 	//go:embed lua/leave.lua
 	leaveSource string
 	// handoffSource defines the functions that hand a freed lock to the next
-	// fair-mode waiter; the scripts that free a lock start with it.
+	// waiter in line; the scripts that free a lock start with it.
 	//go:embed lua/handoff.lua
 	handoffSource string
 

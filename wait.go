@@ -10,14 +10,14 @@ import (
 )
 
 const (
-	// fairEntryTTL is how long a fair-mode waiter's place in line lives on
+	// lineEntryTTL is how long a waiter's place in the Redis line lives on
 	// the server without a refresh: a waiter that dies is skipped after it.
 	// It is also the first lease of a handed-off grant, so a grantee that
 	// died while waiting blocks the lock for at most this long.
-	fairEntryTTL = 2 * time.Second
-	// fairRefresh is the longest a fair waiter waits without refreshing its
-	// entry; well under fairEntryTTL.
-	fairRefresh = fairEntryTTL / 4
+	lineEntryTTL = 2 * time.Second
+	// lineRefresh is the longest a waiter in line waits without refreshing its
+	// entry; well under lineEntryTTL.
+	lineRefresh = lineEntryTTL / 4
 )
 
 // lockLine is how a quorum Client waits (the Redis-side line cannot span
@@ -41,7 +41,7 @@ func (c *Client) lockLine(ctx context.Context, key string, cfg lockConfig, token
 	for try := 1; ; {
 		// Not head: wait for our turn, but look again now and then, in case
 		// the turn came without a notice (a local holder's lease ran out).
-		wait := fairRefresh
+		wait := lineRefresh
 		if n.isHead(w) {
 			began := time.Now()
 			l, holderTTL, err := c.attempt(ctx, key, cfg, token)
@@ -71,7 +71,7 @@ func (c *Client) lockLine(ctx context.Context, key string, cfg lockConfig, token
 }
 
 // lockQueued joins the line in Redis and waits for the lock to be handed
-// over. It asks Redis again only to keep its place (every fairRefresh), when
+// over. It asks Redis again only to keep its place (every lineRefresh), when
 // a release found no one in line, and when the holder's lease runs out; the
 // retry strategy decides only when to give up.
 func (c *Client) lockQueued(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
@@ -87,7 +87,7 @@ func (c *Client) lockQueued(ctx context.Context, key string, cfg lockConfig, tok
 		if cfg.retry.Backoff(try) < 0 {
 			return nil, c.leaveLine(ctx, key, token, fmt.Errorf("%w: %q still held after %d attempts", ErrNotObtained, key, try))
 		}
-		wait := fairRefresh
+		wait := lineRefresh
 		if holderTTL >= 0 {
 			wait = min(wait, holderTTL)
 		}
@@ -159,22 +159,22 @@ func nextWait(s RetryStrategy, try int, holderTTL time.Duration) time.Duration {
 
 // leaveLine takes a giving-up fair waiter out of the line in Redis (passing
 // on a grant it was handed meanwhile) and returns cause. If Redis cannot be
-// reached the entry expires on its own after fairEntryTTL.
+// reached the entry expires on its own after lineEntryTTL.
 func (c *Client) leaveLine(ctx context.Context, key, token string, cause error) error {
 	names := c.names(key)
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = leaveScript.Run(cleanup, c.rdb, names.all(), token, names.notice, fairEntryTTL.Milliseconds()).Err()
+	_ = leaveScript.Run(cleanup, c.rdb, names.all(), token, names.notice, lineEntryTTL.Milliseconds()).Err()
 	return cause
 }
 
 // handedOver builds the Lock for a grant that a release handed to token.
-// The grant's first lease is short (at most fairEntryTTL) and was set before
+// The grant's first lease is short (at most lineEntryTTL) and was set before
 // the notice reached us: the Lock treats it as valid for half of it, and the
 // renewer extends it to the TTL at once. A fixed-lease lock is extended here.
 func (c *Client) handedOver(ctx context.Context, key string, names keyNames, token string, fence int64, cfg lockConfig) (*Lock, error) {
 	owner, _ := cfg.ownerArgs(token)
-	claim := min(cfg.ttl, fairEntryTTL)
+	claim := min(cfg.ttl, lineEntryTTL)
 	l := newHandedLock(c, key, names, token, owner, fence, cfg, time.Now(), claim/2)
 	if cfg.noRenew && cfg.ttl > claim {
 		if err := l.Extend(ctx, cfg.ttl); err != nil {

@@ -1,6 +1,6 @@
 -- force_release: delete a lock whoever holds it (administrative release),
--- then free it like a release does: hand it to the first live fair-mode
--- waiter, or tell waiters it is free. The holder learns at its next renewal.
+-- then free it like a release does: hand it to the first live
+-- waiter in line, or tell waiters it is free. The holder learns at its next renewal.
 -- Runs after handoff.lua, which defines handoff().
 -- KEYS[1..5] as in handoff.lua (lock hash, fence counter, waiter list,
 --            waiter deadlines, waiter arguments)

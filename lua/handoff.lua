@@ -1,5 +1,5 @@
 -- handoff: shared prelude of the scripts that free a lock. It grants the
--- free lock KEYS[1] to the first live fair-mode waiter, skipping entries whose
+-- free lock KEYS[1] to the first live waiter in line, skipping entries whose
 -- deadline passed (dead or gone waiters), and announces the result.
 -- Expects KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] waiter list,
 -- KEYS[4] waiter deadlines (zset), KEYS[5] waiter arguments (hash).

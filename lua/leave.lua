@@ -1,4 +1,4 @@
--- leave: a fair-mode waiter gives up. Drops its list entry; if the lock was
+-- leave: a waiter in line gives up. Drops its list entry; if the lock was
 -- handed to it meanwhile, frees the lock again for the next waiter.
 -- KEYS[1..5] as in handoff.lua
 -- ARGV[1] token

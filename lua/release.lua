@@ -1,5 +1,5 @@
 -- release: drop one hold; the last hold frees the lock, hands it to the
--- first live fair-mode waiter if any, and tells waiters.
+-- first live waiter in line if any, and tells waiters.
 -- KEYS[1..5] as in handoff.lua
 -- ARGV[1] owner
 -- ARGV[2] fence       identifies the grant, so a stale holder that shares an
