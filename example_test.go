@@ -93,3 +93,45 @@ func ExampleClient_NewMutex() {
 	mu.Unlock()
 	// Output: debiting under the lock
 }
+
+func ExampleNewQuorum() {
+	// Five independent Redis servers, no replication between them.
+	var nodes []redis.UniversalClient
+	for _, addr := range []string{"r1:6379", "r2:6379", "r3:6379", "r4:6379", "r5:6379"} {
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+	}
+	locks := distlock.NewQuorum(nodes)
+	defer locks.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lock, err := locks.Lock(ctx, "invoice:77")
+	var qe *distlock.QuorumError
+	if errors.As(err, &qe) {
+		fmt.Println("no majority:", qe) // lists every node's answer
+		return
+	}
+	if err != nil {
+		return
+	}
+	defer lock.Release(ctx)
+	fmt.Println("held by a majority, fence", lock.Fence())
+}
+
+func ExampleWithFair() {
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	// Waiters get the lock in arrival order; a newcomer never jumps the line.
+	lock, err := locks.Lock(ctx, "printer", distlock.WithFair())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lock.Release(ctx)
+	fmt.Println("my turn")
+	// Output: my turn
+}
