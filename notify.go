@@ -15,11 +15,13 @@ import (
 // SUBSCRIBE round trip per wait.
 const maxIdleChannels = 256
 
-// notifier is the one pub/sub subscription per Client through which waiters
-// learn of releases and handoffs. Waiters in this process for the same key
-// share a channel entry and form a local line, so that only its head asks
-// Redis for the lock (no herd), and releases made by this process wake the
-// head directly, before Redis' message arrives.
+// notifier is the one pub/sub subscription per Client (one per master on a
+// Cluster, one per node for a quorum) through which waiters learn of
+// handoffs and releases. Waiters in the Redis line listen on the Client's own
+// channel for the lock, where handoffs to them are published. Quorum waiters
+// listen on the lock's shared channel and form a local line, so that only
+// its head asks the nodes (no herd). Releases made by this process are
+// delivered directly, before Redis' message arrives.
 type notifier struct {
 	rdbs    []redis.UniversalClient // one subscription on each (quorum: every node)
 	cluster *redis.ClusterClient    // set: sharded subscriptions, see notify_shard.go
@@ -35,19 +37,19 @@ type notifier struct {
 }
 
 type channelState struct {
-	line  []*waiter          // default-mode waiters, head first
-	fair  map[string]*waiter // waiters in the Redis line, by token
+	local  []*waiter          // quorum waiters in this process's line, head first
+	queued map[string]*waiter // waiters in the Redis line, by token
 	since time.Time          // when the channel last became idle
 	shard *redis.PubSub      // Cluster: the subscription that carries it
 }
 
-func (s *channelState) empty() bool { return len(s.line) == 0 && len(s.fair) == 0 }
+func (s *channelState) empty() bool { return len(s.local) == 0 && len(s.queued) == 0 }
 
 // waiter is one waiting Lock call.
 type waiter struct {
 	channel string
 	token   string
-	fair    bool
+	queued  bool          // in the Redis line (else in the local line)
 	wake    chan struct{} // a release, or the subscription became live
 	grant   chan int64    // in the Redis line: the lock was handed to this waiter
 }
@@ -62,24 +64,24 @@ func newNotifier(rdbs []redis.UniversalClient) *notifier {
 }
 
 // join adds a waiter for channel, subscribing on first use.
-func (n *notifier) join(channel, token string, fair bool) *waiter {
-	w := &waiter{channel: channel, token: token, fair: fair,
+func (n *notifier) join(channel, token string, queued bool) *waiter {
+	w := &waiter{channel: channel, token: token, queued: queued,
 		wake: make(chan struct{}, 1), grant: make(chan int64, 1)}
 	n.mu.Lock()
 	s := n.chans[channel]
 	var subscribe []*redis.PubSub
 	isNew := s == nil
 	if s == nil {
-		s = &channelState{fair: map[string]*waiter{}}
+		s = &channelState{queued: map[string]*waiter{}}
 		n.chans[channel] = s
 		subscribe = n.connectLocked()
 	} else if s.empty() {
 		n.idle--
 	}
-	if fair {
-		s.fair[token] = w
+	if queued {
+		s.queued[token] = w
 	} else {
-		s.line = append(s.line, w)
+		s.local = append(s.local, w)
 	}
 	n.mu.Unlock()
 	if n.cluster != nil && subscribe == nil && isNew {
@@ -89,8 +91,8 @@ func (n *notifier) join(channel, token string, fair bool) *waiter {
 	return w
 }
 
-// leave removes w. A default-mode head that leaves without the lock passes
-// its turn to the next waiter.
+// leave removes w. A local head that leaves without the lock passes its
+// turn to the next waiter.
 func (n *notifier) leave(w *waiter, acquired bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -98,12 +100,12 @@ func (n *notifier) leave(w *waiter, acquired bool) {
 	if s == nil {
 		return
 	}
-	if w.fair {
-		delete(s.fair, w.token)
-	} else if i := indexOf(s.line, w); i >= 0 {
-		s.line = append(s.line[:i], s.line[i+1:]...)
-		if i == 0 && !acquired && len(s.line) > 0 {
-			signal(s.line[0].wake)
+	if w.queued {
+		delete(s.queued, w.token)
+	} else if i := indexOf(s.local, w); i >= 0 {
+		s.local = append(s.local[:i], s.local[i+1:]...)
+		if i == 0 && !acquired && len(s.local) > 0 {
+			signal(s.local[0].wake)
 		}
 	}
 	if s.empty() {
@@ -118,21 +120,21 @@ func (n *notifier) isHead(w *waiter) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := n.chans[w.channel]
-	return s != nil && len(s.line) > 0 && s.line[0] == w
+	return s != nil && len(s.local) > 0 && s.local[0] == w
 }
 
-// waiting reports whether this process has default-mode waiters on channel;
-// a new Lock call then queues behind them instead of barging.
+// waiting reports whether this process has waiters in the local line for
+// channel; a new Lock call then queues behind them instead of barging.
 func (n *notifier) waiting(channel string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := n.chans[channel]
-	return s != nil && len(s.line) > 0
+	return s != nil && len(s.local) > 0
 }
 
 // released delivers a release or handoff: payload "r" (or anything else not
-// starting with "g ") wakes the head of the line and the fair waiters; "g
-// <fence> <token>" hands the lock to that fair waiter.
+// starting with "g ") wakes the head of the local line and the queued
+// waiters; "g <fence> <token>" hands the lock to that queued waiter.
 func (n *notifier) released(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -142,7 +144,7 @@ func (n *notifier) released(channel, payload string) {
 	}
 	if rest, ok := strings.CutPrefix(payload, "g "); ok {
 		fence, token, _ := strings.Cut(rest, " ")
-		if w := s.fair[token]; w != nil {
+		if w := s.queued[token]; w != nil {
 			if f, err := strconv.ParseInt(fence, 10, 64); err == nil {
 				select {
 				case w.grant <- f:
@@ -156,10 +158,10 @@ func (n *notifier) released(channel, payload string) {
 }
 
 func (s *channelState) wakeAll() {
-	if len(s.line) > 0 {
-		signal(s.line[0].wake)
+	if len(s.local) > 0 {
+		signal(s.local[0].wake)
 	}
-	for _, w := range s.fair {
+	for _, w := range s.queued {
 		signal(w.wake)
 	}
 }
