@@ -39,8 +39,8 @@ type notifier struct {
 type channelState struct {
 	local  []*waiter          // quorum waiters in this process's line, head first
 	queued map[string]*waiter // waiters in the Redis line, by token
-	since time.Time          // when the channel last became idle
-	shard *redis.PubSub      // Cluster: the subscription that carries it
+	since  time.Time          // when the channel last became idle
+	shard  *redis.PubSub      // Cluster: the subscription that carries it
 }
 
 func (s *channelState) empty() bool { return len(s.local) == 0 && len(s.queued) == 0 }
