@@ -72,8 +72,9 @@ func (c *Client) lockLine(ctx context.Context, key string, cfg lockConfig, token
 
 // lockQueued joins the line in Redis and waits for the lock to be handed
 // over. It asks Redis again only to keep its place (every lineRefresh), when
-// a release found no one in line, and when the holder's lease runs out; the
-// retry strategy decides only when to give up.
+// its subscription is confirmed (a handoff may have been published before),
+// and when the holder's lease runs out; the retry strategy decides only when
+// to give up.
 func (c *Client) lockQueued(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, error) {
 	names := c.names(key)
 	n := c.notify()
