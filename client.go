@@ -173,7 +173,7 @@ func (c *Client) attempt(ctx context.Context, key string, cfg lockConfig, token 
 	}
 	names := c.names(key)
 	owner, reentrant := cfg.ownerArgs(token)
-	return c.acquire(ctx, key, cfg, token, acquireScript, []string{names.lock, names.fence},
+	return c.acquire(ctx, key, names, cfg, token, acquireScript, []string{names.lock, names.fence},
 		owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, time.Now().UnixMilli())
 }
 
@@ -182,13 +182,13 @@ func (c *Client) attempt(ctx context.Context, key string, cfg lockConfig, token 
 func (c *Client) attemptFair(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, time.Duration, error) {
 	names := c.names(key)
 	owner, reentrant := cfg.ownerArgs(token)
-	return c.acquire(ctx, key, cfg, token, acquireFairScript, names.all(),
+	return c.acquire(ctx, key, names, cfg, token, acquireFairScript, names.all(),
 		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, lineEntryTTL.Milliseconds(), names.notice, names.inboxNotice)
 }
 
 // acquire runs one acquire script, whose reply is {1, fence, count} when
 // held and {0, holder's pttl} when not.
-func (c *Client) acquire(ctx context.Context, key string, cfg lockConfig, token string, script *redis.Script, keys []string, args ...any) (*Lock, time.Duration, error) {
+func (c *Client) acquire(ctx context.Context, key string, names keyNames, cfg lockConfig, token string, script *redis.Script, keys []string, args ...any) (*Lock, time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, -1, notObtained(key, err)
 	}
@@ -208,7 +208,7 @@ func (c *Client) acquire(ctx context.Context, key string, cfg lockConfig, token 
 		return nil, time.Duration(res[1]) * time.Millisecond, fmt.Errorf("%w: %q is held by another owner", ErrNotObtained, key)
 	}
 	owner, _ := cfg.ownerArgs(token)
-	l := newLock(c, key, c.names(key), token, owner, res[1], cfg, start)
+	l := newLock(c, key, names, token, owner, res[1], cfg).granted(start)
 	if !acked {
 		// The grant may not survive a failover: undo it rather than hand out
 		// a lock that a promoted replica would give to someone else too.

@@ -47,29 +47,20 @@ const (
 	lost
 )
 
-func newLock(c *Client, key string, names keyNames, token, owner string, fence int64, cfg lockConfig, start time.Time) *Lock {
-	l := &Lock{
+// newLock builds the Lock of a grant. The caller sets its validity and
+// hands it to the renewer: granted, handedOver or newQuorumLock.
+func newLock(c *Client, key string, names keyNames, token, owner string, fence int64, cfg lockConfig) *Lock {
+	return &Lock{
 		client: c, key: key, names: names, token: token, owner: owner,
 		fence: fence, fenceS: strconv.FormatInt(fence, 10), renew: !cfg.noRenew,
 		ttl: cfg.ttl, lost: make(chan struct{}), heapIdx: -1,
 	}
-	l.confirmLocked(start)
-	c.track(l)
-	return l
 }
 
-// newHandedLock builds a Lock for a grant handed over by a release. Its first
-// lease is short, so it is valid for only validFor and due for renewal now.
-func newHandedLock(c *Client, key string, names keyNames, token, owner string, fence int64, cfg lockConfig, start time.Time, validFor time.Duration) *Lock {
-	l := &Lock{
-		client: c, key: key, names: names, token: token, owner: owner,
-		fence: fence, fenceS: strconv.FormatInt(fence, 10), renew: !cfg.noRenew,
-		ttl: cfg.ttl, lost: make(chan struct{}), heapIdx: -1,
-		// Renewal raises the short first lease to ttl well before validFor
-		// runs out; a hold shorter than that never needs the extra call.
-		valid: start.Add(validFor), renewAt: start.Add(validFor / 2),
-	}
-	c.track(l)
+// granted starts l as granted by a command sent at start, and schedules it.
+func (l *Lock) granted(start time.Time) *Lock {
+	l.confirmLocked(start)
+	l.client.track(l)
 	return l
 }
 

@@ -433,14 +433,9 @@ func (l *Lock) pttlQuorum(ctx context.Context) (int64, error) {
 }
 
 func newQuorumLock(c *Client, key string, names keyNames, token, owner string, fence int64, fences []string, cfg lockConfig, start time.Time) *Lock {
-	l := &Lock{
-		client: c, key: key, names: names, token: token, owner: owner,
-		fence: fence, fenceS: strconv.FormatInt(fence, 10), nodeFences: fences,
-		renew: !cfg.noRenew, ttl: cfg.ttl, lost: make(chan struct{}), heapIdx: -1,
-	}
-	l.confirmLocked(start)
-	c.track(l)
-	return l
+	l := newLock(c, key, names, token, owner, fence, cfg)
+	l.nodeFences = fences
+	return l.granted(start)
 }
 
 func (l *Lock) lease() time.Duration {

@@ -176,7 +176,12 @@ func (c *Client) leaveLine(ctx context.Context, key, token string, cause error) 
 func (c *Client) handedOver(ctx context.Context, key string, names keyNames, token string, fence int64, cfg lockConfig) (*Lock, error) {
 	owner, _ := cfg.ownerArgs(token)
 	claim := min(cfg.ttl, lineEntryTTL)
-	l := newHandedLock(c, key, names, token, owner, fence, cfg, time.Now(), claim/2)
+	l := newLock(c, key, names, token, owner, fence, cfg)
+	// Valid for only half the short first lease; renewal raises it to ttl
+	// well before that runs out, and a shorter hold never needs the call.
+	start, validFor := time.Now(), claim/2
+	l.valid, l.renewAt = start.Add(validFor), start.Add(validFor/2)
+	c.track(l)
 	if cfg.noRenew && cfg.ttl > claim {
 		if err := l.Extend(ctx, cfg.ttl); err != nil {
 			return nil, fmt.Errorf("distlock: acquire %q: extend handed-over lease: %w", key, err)
