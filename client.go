@@ -4,10 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"reflect"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,24 +15,20 @@ import (
 )
 
 // Client takes locks on one Redis deployment: a standalone server, a
-// Sentinel-managed master (redis.NewFailoverClient) or a Cluster. It is safe
-// for concurrent use; create one per process and share it.
+// Sentinel-managed master (redis.NewFailoverClient) or a Cluster, or, from
+// NewQuorum, a majority of independent servers. It is safe for concurrent
+// use; create one per process and share it.
 type Client struct {
-	rdb   redis.UniversalClient
-	nodes []redis.UniversalClient // set by NewQuorum: the independent nodes
-	// suspect[i]: node i failed and is not waited for (see quorum.go)
-	suspect []atomic.Bool
-	prefix  string
-	nilRDB  bool
-	// publish is how scripts announce releases: SPUBLISH (sharded pub/sub)
-	// on a Cluster, so that a notice stays on the lock's shard; PUBLISH
-	// elsewhere.
-	publish string
-	id      string // names this Client's inbox channels
-	ack     replicaAck
-	closed  atomic.Bool
+	b      backend
+	broken error // set when the Client was built unusable (nil client, bad option)
+	prefix string
+	id     string // names this Client's inbox channels
+	// counter names the fence counter of a lock key (node or slot counter)
+	counter func(lockKey string) string
 
+	closed  atomic.Bool
 	closing chan struct{} // closed by Close: wakes waiting Lock calls
+	bg      jobs          // background goroutines: Close waits for them
 
 	mu       sync.Mutex
 	renewer  *renewer
@@ -41,30 +36,56 @@ type Client struct {
 }
 
 // New returns a Client on rdb. Close stops what the Client started; it does
-// not close rdb. A nil rdb gives a Client whose methods return ErrNilClient.
+// not close rdb. A nil rdb gives a Client whose methods return ErrNilClient,
+// and an option it cannot honour (WithReplicaAck on a Cluster client) one
+// whose methods return ErrInvalidOption.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{rdb: rdb, prefix: DefaultPrefix, nilRDB: isNil(rdb), closing: make(chan struct{}), publish: "PUBLISH", id: newToken()[:11]}
-	if _, ok := rdb.(*redis.ClusterClient); ok {
-		c.publish = "SPUBLISH"
+	cfg := buildClientConfig(opts)
+	c := newClient(cfg)
+	switch {
+	case isNil(rdb):
+		c.broken = ErrNilClient
+	case cfg.ack.replicas > 0 && isCluster(rdb):
+		c.broken = fmt.Errorf("%w: WithReplicaAck needs a standalone or Sentinel client, not a Cluster client", ErrInvalidOption)
+	default:
+		c.broken = cfg.ack.validate()
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
+	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH"}
+	if isCluster(rdb) {
+		s.pub = "SPUBLISH"
+		c.counter = slotCounter(c.prefix)
 	}
+	c.b = s
 	return c
 }
 
-func isNil(rdb redis.UniversalClient) bool {
-	if rdb == nil {
+func newClient(cfg clientConfig) *Client {
+	return &Client{
+		prefix:  cfg.prefix,
+		id:      newToken()[:11],
+		counter: nodeCounter(cfg.prefix),
+		closing: make(chan struct{}),
+	}
+}
+
+func isCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}
+
+func isNil(v any) bool {
+	if v == nil {
 		return true
 	}
-	v := reflect.ValueOf(rdb)
-	return v.Kind() == reflect.Pointer && v.IsNil()
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Close stops the Client's renewal and wake-up machinery. Locks still held
-// stop being renewed and their Lost channels close. It does not close rdb.
+// stop being renewed and their Lost channels close; waiting Lock calls
+// return ErrClosed. It waits, for at most a few seconds, for releases and
+// clean-ups still under way in the background. It does not close the Redis
+// client.
 func (c *Client) Close() error {
 	if c == nil || c.closed.Swap(true) {
 		return nil
@@ -72,7 +93,7 @@ func (c *Client) Close() error {
 	close(c.closing)
 	c.mu.Lock()
 	r, n := c.renewer, c.notifier
-	c.renewer = nil
+	c.renewer, c.notifier = nil, nil
 	c.mu.Unlock()
 	if r != nil {
 		r.stop()
@@ -80,183 +101,109 @@ func (c *Client) Close() error {
 	if n != nil {
 		n.close()
 	}
+	c.bg.wait(2 * cleanupTimeout)
 	return nil
 }
 
-// notify returns the Client's notifier, creating it on first use.
-func (c *Client) notify() *notifier {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.notifier == nil {
-		nodes := c.nodes
-		if len(nodes) == 0 {
-			nodes = []redis.UniversalClient{c.rdb}
-		}
-		c.notifier = newNotifier(nodes)
-	}
-	return c.notifier
-}
-
-// TryLock makes one attempt to take key. It returns ErrNotObtained at once if
-// another owner holds it.
+// TryLock makes one attempt to take key. It returns ErrNotObtained at once
+// if another owner holds it.
+//
+// On failure the error matches ErrNotObtained (held by another owner, or
+// ctx ended first, when it also matches ctx.Err()), ErrInvalidKey,
+// ErrInvalidTTL or ErrInvalidOption (bad input), ErrClosed or ErrNilClient,
+// ErrNotReplicated (WithReplicaAck), or wraps the Redis client's error.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	cfg, err := c.prepare(key, opts)
+	r, err := c.request(key, opts, false)
 	if err != nil {
 		return nil, err
 	}
-	l, _, err := c.attempt(ctx, key, cfg, newToken())
-	return l, err
+	return c.b.lock(ctx, r)
 }
 
 // Lock takes key, waiting while another owner holds it until the lock is
-// free, the retry strategy gives up or ctx ends; then the error wraps
-// ErrNotObtained and ctx.Err().
+// handed over or ctx ends. A waiter lines up in Redis next to the lock; a
+// release hands the lock straight to the first waiter still in line, which
+// learns of it over its Client's one pub/sub subscription: no polling, no
+// herd. Waiters also wake when the holder's lease runs out, so the lock of a
+// crashed holder is taken at its expiry. Without WithFair a Lock call may
+// take a free lock ahead of the line; with WithFair it never does. A quorum
+// Client waits in a line per process instead.
 //
-// A waiter joins a line kept in Redis next to the lock, and a release hands
-// the lock straight to the first waiter still in line, which learns of it
-// over the Client's one pub/sub subscription: no polling, no herd, and a
-// releaser that asks again queues behind the others. Waiters never sleep past
-// the holder's remaining lease, so the lock of a crashed holder is taken as
-// soon as it expires. Without WithFair the first attempt may take a free lock
-// ahead of the line (the line is only ever non-empty while the lock is free
-// right after a holder's lease ran out); with WithFair it never does.
+// On failure the error is as for TryLock; when ctx ends first it matches
+// both ErrNotObtained and ctx.Err(). Lock returns within ctx's deadline
+// whatever Redis does; a grant that Redis makes after the caller gave up is
+// released at once in the background.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	cfg, err := c.prepare(key, opts)
+	r, err := c.request(key, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.b.lock(ctx, r)
+}
+
+// request validates one Lock or TryLock call.
+func (c *Client) request(key string, opts []Option, wait bool) (*request, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	cfg, err := buildLockConfig(opts)
 	if err != nil {
 		return nil, err
 	}
 	token := newToken()
-	if c.isQuorum() {
-		return c.lockLine(ctx, key, cfg, token)
+	r := &request{
+		key: key, names: c.names(key), cfg: cfg, token: token, wait: wait,
+		tail: strconv.Itoa(len(cfg.owner)) + ":" + cfg.owner + cfg.meta,
 	}
-	if !cfg.fair {
-		l, _, err := c.attempt(ctx, key, cfg, token)
-		if !errors.Is(err, ErrNotObtained) || ctx.Err() != nil {
-			return l, err
-		}
+	if wait {
+		r.entry = token + " " + c.id + " " + strconv.FormatInt(cfg.ttl.Milliseconds(), 10) + " " + r.tail
 	}
-	return c.lockQueued(ctx, key, cfg, token)
-}
-
-func (c *Client) prepare(key string, opts []Option) (lockConfig, error) {
-	if err := c.usable(); err != nil {
-		return lockConfig{}, err
-	}
-	if err := validateKey(key); err != nil {
-		return lockConfig{}, err
-	}
-	if err := c.ack.validate(c.rdb); err != nil {
-		return lockConfig{}, err
-	}
-	cfg, err := buildLockConfig(opts)
-	if err == nil && c.isQuorum() && (cfg.fair || c.ack.replicas > 0) {
-		err = fmt.Errorf("%w: fair mode and replica acknowledgement need a single-node Client", ErrInvalidOption)
-	}
-	return cfg, err
+	return r, nil
 }
 
 func (c *Client) usable() error {
 	switch {
-	case c == nil || c.nilRDB:
+	case c == nil:
 		return ErrNilClient
+	case c.broken != nil:
+		return c.broken
 	case c.closed.Load():
 		return ErrClosed
 	}
 	return nil
 }
 
-// attempt runs the acquire script once. When another owner holds the lock it
-// returns ErrNotObtained and that holder's remaining lease (-1 if unknown).
-func (c *Client) attempt(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, time.Duration, error) {
-	if c.isQuorum() {
-		return c.acquireQuorum(ctx, key, cfg, token)
-	}
-	names := c.names(key)
-	owner, reentrant := cfg.ownerArgs(token)
-	return c.acquire(ctx, key, names, cfg, token, acquireScript, []string{names.lock, names.fence},
-		owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, time.Now().UnixMilli())
-}
-
-// attemptFair runs the fair acquire script once: it takes the lock if no one
-// is ahead in line, and otherwise joins the line or keeps its place.
-func (c *Client) attemptFair(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, time.Duration, error) {
-	names := c.names(key)
-	owner, reentrant := cfg.ownerArgs(token)
-	return c.acquire(ctx, key, names, cfg, token, acquireFairScript, names.all(),
-		token, owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, lineEntryTTL.Milliseconds(), names.notice, names.inboxNotice)
-}
-
-// acquire runs one acquire script, whose reply is {1, fence, count} when
-// held and {0, holder's pttl} when not.
-func (c *Client) acquire(ctx context.Context, key string, names keyNames, cfg lockConfig, token string, script *redis.Script, keys []string, args ...any) (*Lock, time.Duration, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, -1, notObtained(key, err)
-	}
-	start := time.Now()
-	cmd, acked := c.ack.runAcked(ctx, c.rdb, script, keys, args...)
-	res, err := cmd.Int64Slice()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, -1, notObtained(key, ctx.Err())
-		}
-		return nil, -1, fmt.Errorf("distlock: acquire %q: %w", key, err)
-	}
-	if len(res) < 2 {
-		return nil, -1, fmt.Errorf("distlock: acquire %q: unexpected reply %v", key, res)
-	}
-	if res[0] == 0 {
-		return nil, time.Duration(res[1]) * time.Millisecond, fmt.Errorf("%w: %q is held by another owner", ErrNotObtained, key)
-	}
-	owner, _ := cfg.ownerArgs(token)
-	l := newLock(c, key, names, token, owner, res[1], cfg).granted(start)
-	if !acked {
-		// The grant may not survive a failover: undo it rather than hand out
-		// a lock that a promoted replica would give to someone else too.
-		_ = l.Release(context.WithoutCancel(ctx))
-		return nil, -1, fmt.Errorf("distlock: acquire %q: %w", key, ErrNotReplicated)
-	}
-	return l, -1, nil
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
-
-func notObtained(key string, cause error) error {
-	return fmt.Errorf("%w: %q: %w", ErrNotObtained, key, cause)
-}
-
-// keyNames are the Redis keys of one lock. The hash tag on the lock name puts
-// all of them in one Cluster slot, so one script can touch them all.
-type keyNames struct {
-	lock, fence, channel, queue, timeouts, wargs string
-	// notice is the scripts' argument for the shared channel:
-	// "PUBLISH <channel>", or "SPUBLISH <channel>" on a Cluster.
-	notice string
-	// inbox is this Client's own channel for the lock: handoffs to its
-	// waiters are published there, so other processes are not woken.
-	inbox, inboxNotice string
-}
-
-// all returns the keys that scripts freeing a lock need (see handoff.lua).
-func (k keyNames) all() []string {
-	return []string{k.lock, k.fence, k.queue, k.timeouts, k.wargs}
-}
-
 func (c *Client) names(key string) keyNames {
-	base := c.prefix + "{" + key + "}"
-	k := keyNames{
-		lock:     base,               // hash: owner, count, fence, meta, since
-		fence:    base + ":fence",    // counter, never expires
-		channel:  base + ":released", // pub/sub: release and handoff notices
-		queue:    base + ":queue",    // list: waiters in arrival order
-		timeouts: base + ":timeouts", // zset: waiter -> deadline (ms)
-		wargs:    base + ":wargs",    // hash: waiter -> ttl, owner, inbox, meta
-		notice:   c.publish + " " + base + ":released",
-		inbox:    base + ":to:" + c.id,
+	return lockKeys(c.prefix, key, c.id, c.counter)
+}
+
+// notify returns the Client's notifier, creating it on first use; nil after
+// Close.
+func (c *Client) notify() *notifier {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.notifier == nil && !c.closed.Load() {
+		c.notifier = newNotifier(c, c.b.subscriptions())
 	}
-	k.inboxNotice = c.publish + " " + k.inbox
-	return k
+	return c.notifier
+}
+
+// request is one Lock or TryLock call.
+type request struct {
+	key   string
+	names keyNames
+	cfg   lockConfig
+	token string
+	tail  string // "<len(owner)>:<owner><meta>", see lua/lib.lua
+	entry string // the call's line entry, see lua/lib.lua
+	wait  bool
+	// sent is when the last attempt that left this call in line was sent: a
+	// handoff to it happened later, so its lease runs at least until
+	// sent + ttl.
+	sent time.Time
 }
 
 // newToken returns 128 random bits; crypto/rand makes reuse practically
@@ -267,16 +214,10 @@ func newToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+func notObtained(key string, cause error) error {
+	return fmt.Errorf("%w: %q: %w", ErrNotObtained, key, cause)
 }
+
+// nowMillis is the caller's clock as the scripts record it; a variable so
+// that tests can tell whose clock a grant carries.
+var nowMillis = func() int64 { return time.Now().UnixMilli() }

@@ -6,9 +6,10 @@ import (
 )
 
 // ErrNotObtained is returned when a lock could not be obtained: another owner
-// holds it (TryLock), or the caller's context ended or the retry strategy gave
-// up while waiting (Lock). In the waiting case the error also wraps the
-// context's error, so errors.Is(err, context.DeadlineExceeded) holds too.
+// holds it (TryLock), or the caller's context ended while waiting (Lock). In
+// the second case the error also wraps the context's error, so
+// errors.Is(err, context.DeadlineExceeded) holds too. A *QuorumError matches
+// it as well.
 var ErrNotObtained = errors.New("distlock: lock not obtained")
 
 // ErrNotHeld is returned by Release, Extend and TTL when the lock is no longer
@@ -19,19 +20,27 @@ var ErrNotHeld = errors.New("distlock: lock not held")
 // ErrInvalidKey is returned for an empty or over-long lock key.
 var ErrInvalidKey = errors.New("distlock: invalid key")
 
-// ErrInvalidTTL is returned for a TTL that is not positive, below a millisecond
-// or above MaxTTL.
+// ErrInvalidTTL is returned for a TTL below a millisecond or above MaxTTL.
 var ErrInvalidTTL = errors.New("distlock: invalid ttl")
 
-// ErrInvalidOption is returned for an option with a value out of range.
+// ErrInvalidOption is returned for an option with a value out of range, or
+// one the Client cannot honour (WithFair on a quorum Client, WithReplicaAck
+// on a Cluster or quorum Client).
 var ErrInvalidOption = errors.New("distlock: invalid option")
 
 // ErrNilClient is returned by every method of a Client built on a nil Redis
 // client.
 var ErrNilClient = errors.New("distlock: nil redis client")
 
-// ErrClosed is returned by the methods of a Client after Close.
+// ErrClosed is returned by the methods of a Client after Close, and by Lock
+// calls still waiting when it closes (with ErrNotObtained).
 var ErrClosed = errors.New("distlock: client closed")
+
+// ErrNotReplicated is returned when fewer replicas than WithReplicaAck asks
+// for acknowledged a lock's write in time. An acquire that gets it has been
+// undone; a held lock whose renewal gets it is lost (Lost fires, the cause
+// matches both ErrLost and ErrNotReplicated).
+var ErrNotReplicated = errors.New("distlock: too few replicas acknowledged")
 
 // ErrLost is matched by every reason a held lock can be lost.
 var ErrLost = errors.New("distlock: lock lost")
@@ -50,10 +59,9 @@ var ErrUnreachable = fmt.Errorf("%w: no renewal confirmed before the lease ran o
 // ErrReleased is the context cause after Release.
 var ErrReleased = errors.New("distlock: lock released")
 
-// extendCause maps the extend script's "not held" replies to a loss reason.
-func extendCause(reply int64) error {
-	if reply < 0 {
-		return ErrTaken
-	}
-	return ErrExpired
-}
+var (
+	// closedCause is why locks end when their Client closes.
+	closedCause = fmt.Errorf("%w: %w", ErrLost, ErrClosed)
+	// notReplicatedCause ends a lock whose renewal was not replicated.
+	notReplicatedCause = fmt.Errorf("%w: %w", ErrLost, ErrNotReplicated)
+)

@@ -2,7 +2,6 @@ package distlock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,22 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed lua/inspect.lua
-	inspectSource string
-	//go:embed lua/force_release.lua
-	forceReleaseSource string
-
-	inspectScript      = redis.NewScript(inspectSource)
-	forceReleaseScript = redis.NewScript(handoffSource + forceReleaseSource)
-)
-
 // LockInfo is a snapshot of one lock as Redis holds it, for status tools.
 type LockInfo struct {
 	// Key is the lock's name as given to Lock or TryLock.
 	Key string
-	// Owner is what Redis compares on release: the grant's token, or the
-	// WithOwner id of a reentrant lock. Empty when the lock is free.
+	// Owner is the WithOwner id of a reentrant lock, else the token of its
+	// one hold. Empty when the lock is free.
 	Owner string
 	// Count is the number of holds (above 1 only for reentrant locks).
 	Count int64
@@ -38,8 +27,9 @@ type LockInfo struct {
 	// Meta is the holder's metadata (WithMetadata; by default
 	// "host=<hostname> pid=<pid>").
 	Meta string
-	// Since is when the lock was granted, by the holder's clock; zero if
-	// unknown.
+	// Since is when the lock was granted, by the clock of the client that
+	// granted it: the holder's for a lock taken when free, the releasing
+	// holder's for a lock handed over to a waiter.
 	Since time.Time
 	// TTL is the lease left on the server.
 	TTL time.Duration
@@ -56,7 +46,9 @@ type LockInfo struct {
 func (i LockInfo) Held() bool { return i.Owner != "" }
 
 // Inspect reads key's lock without changing it. A free lock gives a LockInfo
-// whose Held is false (waiters may still be counted).
+// whose Held is false (waiters may still be counted). On a quorum Client it
+// reads the first node. Errors: ErrInvalidKey, ErrClosed, ErrNilClient, or
+// the Redis error wrapped.
 func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err := c.usable(); err != nil {
 		return LockInfo{}, err
@@ -65,19 +57,19 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		return LockInfo{}, err
 	}
 	names := c.names(key)
-	res, err := inspectScript.Run(ctx, c.rdb, []string{names.lock, names.queue}, names.notice).Slice()
+	res, err := inspectScript.Run(ctx, c.b.admin(), []string{names.lock, names.line}, c.b.publish()).Slice()
+	if err == nil && len(res) != 4 {
+		err = fmt.Errorf("unexpected reply %v", res)
+	}
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
 	}
-	if len(res) != 8 {
-		return LockInfo{}, fmt.Errorf("distlock: inspect %q: unexpected reply %v", key, res)
+	info, err := parseGrant(key, res[0], res[1])
+	if err == nil {
+		info.Queued, err = replyInt(res[2])
 	}
-	info, err := parseLockInfo(key, res[:6])
-	if err != nil {
-		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
-	}
-	if info.Queued, err = replyInt(res[6]); err == nil {
-		info.Listening, err = replyInt(res[7])
+	if err == nil {
+		info.Listening, err = replyInt(res[3])
 	}
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
@@ -87,7 +79,8 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 
 // List returns the locks held now whose names match pattern, a Redis glob
 // ("*", "job:*", "backup-?"), sorted by name. It scans the keyspace (on
-// every master of a Cluster), so it is meant for operators, not hot paths.
+// every master of a Cluster; the first node of a quorum Client), so it is
+// meant for operators, not hot paths. Errors as for Inspect.
 func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -108,12 +101,12 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 		return err
 	}
 	var err error
-	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+	if cc, ok := c.b.admin().(*redis.ClusterClient); ok {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 			return scan(ctx, node)
 		})
 	} else {
-		err = scan(ctx, c.rdb)
+		err = scan(ctx, c.b.admin())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("distlock: list %q: %w", pattern, err)
@@ -125,6 +118,9 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 			continue // SCAN may return a key twice
 		}
 		info, err := c.Inspect(ctx, key)
+		if errors.Is(err, errBadGrant) {
+			continue // a key in distlock's name space that is not a lock
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -135,14 +131,14 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	return infos, nil
 }
 
-// scanLocks returns the names of the locks whose hashes match on one node.
+// scanLocks returns the names of the locks found on one node.
 func (c *Client) scanLocks(ctx context.Context, node redis.Cmdable, match string) ([]string, error) {
 	var (
 		names  []string
 		cursor uint64
 	)
 	for {
-		keys, next, err := node.ScanType(ctx, cursor, match, 1000, "hash").Result()
+		keys, next, err := node.ScanType(ctx, cursor, match, 1000, "string").Result()
 		if err != nil {
 			return names, err
 		}
@@ -157,95 +153,113 @@ func (c *Client) scanLocks(ctx context.Context, node redis.Cmdable, match string
 	}
 }
 
-// lockName returns the lock name of a lock hash's Redis key. A name that
-// itself ends like a companion key ("x}:queue{y") is ambiguous with it and is
-// left out; lock names do not normally contain braces.
+// lockName returns the lock name of a lock's Redis key. Lists (lines) are
+// not scanned, and the fence counters do not match the pattern; a name that
+// could be mistaken for another lock's key is left out.
 func (c *Client) lockName(redisKey string) (string, bool) {
 	rest, ok := strings.CutPrefix(redisKey, c.prefix+"{")
 	if !ok || !strings.HasSuffix(rest, "}") {
 		return "", false
 	}
 	name := rest[:len(rest)-1]
-	for _, suffix := range []string{"}:fence", "}:queue", "}:timeouts", "}:wargs", "}:released"} {
-		if strings.Contains(name, suffix) {
-			return "", false
-		}
-	}
 	return name, validateKey(name) == nil
 }
 
-// ForceRelease deletes key's lock whoever holds it and wakes its waiters; it
-// returns what it removed, or ErrNotHeld when the lock was free. It is an
-// administrative escape hatch for a lock whose holder is known dead: a live
-// holder only learns at its next renewal (Lost fires then), and may act
-// without the lock until it does, so protect resources with fences.
-func (c *Client) ForceRelease(ctx context.Context, key string) (LockInfo, error) {
-	return c.forceRelease(ctx, key, 0)
-}
-
-// ForceReleaseGrant is ForceRelease limited to the grant with the given
-// fence, as shown by Inspect: if the lock was released and taken again in
-// between, it changes nothing and returns ErrNotHeld with the current holder.
-func (c *Client) ForceReleaseGrant(ctx context.Context, key string, fence int64) (LockInfo, error) {
-	if fence <= 0 {
-		return LockInfo{}, fmt.Errorf("%w: fence must be positive, got %d", ErrInvalidOption, fence)
-	}
-	return c.forceRelease(ctx, key, fence)
-}
-
-func (c *Client) forceRelease(ctx context.Context, key string, fence int64) (LockInfo, error) {
+// ForceRelease frees key's lock whoever holds it, as a release would (the
+// next waiter in line gets it), and returns what it removed. With fence > 0
+// it frees only the grant with that fence, as shown by Inspect: if the lock
+// was released and taken again in between it changes nothing and returns
+// ErrNotHeld with the current holder. It returns ErrNotHeld when the lock
+// is free, ErrInvalidOption for a negative fence, and errors as for Inspect.
+//
+// It is an administrative escape hatch for a lock whose holder is known
+// dead: a live holder only learns at its next renewal (Lost fires then),
+// and may act without the lock until it does, so protect resources with
+// fences. On a quorum Client it frees the first node only.
+func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (LockInfo, error) {
 	if err := c.usable(); err != nil {
 		return LockInfo{}, err
 	}
 	if err := validateKey(key); err != nil {
 		return LockInfo{}, err
 	}
+	if fence < 0 {
+		return LockInfo{}, fmt.Errorf("%w: fence must not be negative, got %d", ErrInvalidOption, fence)
+	}
 	names := c.names(key)
-	res, err := forceReleaseScript.Run(ctx, c.rdb, names.all(), names.notice, fence, lineEntryTTL.Milliseconds()).Slice()
+	res, err := forceReleaseScript.Run(ctx, c.b.admin(), names.scriptKeys(), fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
+	if err == nil && len(res) != 0 && len(res) != 4 {
+		err = fmt.Errorf("unexpected reply %v", res)
+	}
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}
 	if len(res) == 0 {
 		return LockInfo{Key: key}, fmt.Errorf("%w: %q is free", ErrNotHeld, key)
 	}
-	if len(res) != 8 {
-		return LockInfo{}, fmt.Errorf("distlock: force release %q: unexpected reply %v", key, res)
-	}
-	info, err := parseLockInfo(key, res[:6])
+	info, err := parseGrant(key, res[0], res[1])
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("distlock: force release %q: %w", key, err)
 	}
-	if removed, _ := res[6].(int64); removed != 1 {
+	if removed, _ := res[2].(int64); removed != 1 {
 		return info, fmt.Errorf("%w: %q is now held with fence %d, not %d", ErrNotHeld, key, info.Fence, fence)
 	}
 	return info, nil
 }
 
-// parseLockInfo reads {owner, count, fence, meta, since, pttl} as the
-// inspect and force_release scripts return them.
-func parseLockInfo(key string, res []any) (LockInfo, error) {
+// parseGrant reads a lock's value (see lua/lib.lua) and its lease left in
+// ms; a nil value is a free lock.
+func parseGrant(key string, value, pttl any) (LockInfo, error) {
 	info := LockInfo{Key: key}
-	var errs []error
-	num := func(v any) int64 {
-		n, err := replyInt(v)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		return n
+	v, ok := value.(string)
+	if !ok {
+		return info, nil
 	}
-	info.Owner, _ = res[0].(string)
-	if info.Held() {
-		info.Count = num(res[1])
-		info.Fence = num(res[2])
-		info.Meta, _ = res[3].(string)
-		if ms := num(res[4]); ms > 0 {
-			info.Since = time.UnixMilli(ms)
-		}
-		if ms := num(res[5]); ms > 0 {
-			info.TTL = time.Duration(ms) * time.Millisecond
-		}
+	g, err := decodeGrant(v)
+	if err != nil {
+		return info, err
 	}
-	return info, errors.Join(errs...)
+	info.Owner, info.Count, info.Fence, info.Meta = g.owner, int64(len(g.holds)), g.fence, g.meta
+	if info.Owner == "" {
+		info.Owner = g.holds[0]
+	}
+	if g.since > 0 {
+		info.Since = time.UnixMilli(g.since)
+	}
+	if ms, err := replyInt(pttl); err == nil && ms > 0 {
+		info.TTL = time.Duration(ms) * time.Millisecond
+	}
+	return info, nil
+}
+
+// grantValue is a lock's value in Redis, decoded.
+type grantValue struct {
+	fence, since int64
+	holds        []string
+	line         bool
+	owner, meta  string
+}
+
+var errBadGrant = errors.New("not a distlock grant")
+
+// decodeGrant parses "<fence> <since> <holds> <line> <#owner>:<owner><meta>".
+func decodeGrant(v string) (grantValue, error) {
+	var g grantValue
+	f := strings.SplitN(v, " ", 5)
+	if len(f) != 5 {
+		return g, errBadGrant
+	}
+	var err1, err2 error
+	g.fence, err1 = strconv.ParseInt(f[0], 10, 64)
+	g.since, err2 = strconv.ParseInt(f[1], 10, 64)
+	g.holds, g.line = strings.Split(f[2], ","), f[3] == "1"
+	n, tail, ok := strings.Cut(f[4], ":")
+	olen, err3 := strconv.Atoi(n)
+	if err := errors.Join(err1, err2, err3); err != nil || !ok || olen < 0 || olen > len(tail) || f[2] == "" {
+		return g, errBadGrant
+	}
+	g.owner, g.meta = tail[:olen], tail[olen:]
+	return g, nil
 }
 
 // replyInt reads a script's integer or numeric-string reply; nil is 0.

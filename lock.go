@@ -3,34 +3,29 @@ package distlock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 )
 
-// Lock is one grant of a lock. Its methods are safe for concurrent use; on a
+// Lock is one hold of a lock. Its methods are safe for concurrent use; on a
 // nil *Lock they return ErrNotHeld.
 type Lock struct {
 	client *Client
 	key    string
 	names  keyNames
-	token  string
-	owner  string // the value Redis compares: token, or the WithOwner id
+	token  string // this hold; Redis releases and extends by it
 	fence  int64
-	fenceS string
 	renew  bool
-	// nodeFences holds, on a quorum Client, each node's own fence for this
-	// grant ("" where the node did not grant it); the scripts compare it.
-	nodeFences []string
 
 	mu      sync.Mutex
-	ttl     time.Duration
-	valid   time.Time // local validity deadline: lease start + ttl - drift
+	ttl     time.Duration // the lease renewal keeps
+	valid   time.Time     // local validity deadline: lease start + ttl - drift
 	renewAt time.Time
 	state   lockState
 	cause   error
-	lost    chan struct{}
-	cancels []context.CancelCauseFunc
+	lost    chan struct{} // made on first use, closed on loss
+	cancels map[uint64]context.CancelCauseFunc
+	nextCtx uint64
 	lastErr error // last renewal error, reported when the lease runs out
 
 	// owned by the renewer goroutine
@@ -47,20 +42,16 @@ const (
 	lost
 )
 
-// newLock builds the Lock of a grant. The caller sets its validity and
-// hands it to the renewer: granted, handedOver or newQuorumLock.
-func newLock(c *Client, key string, names keyNames, token, owner string, fence int64, cfg lockConfig) *Lock {
-	return &Lock{
-		client: c, key: key, names: names, token: token, owner: owner,
-		fence: fence, fenceS: strconv.FormatInt(fence, 10), renew: !cfg.noRenew,
-		ttl: cfg.ttl, lost: make(chan struct{}), heapIdx: -1,
+// newLock returns the Lock of a grant to r whose lease of length lease
+// started no earlier than start, and hands it to the renewer.
+func newLock(c *Client, r *request, fence int64, start time.Time, lease time.Duration) *Lock {
+	l := &Lock{
+		client: c, key: r.key, names: r.names, token: r.token, fence: fence,
+		renew: !r.cfg.noRenew, ttl: r.cfg.ttl, heapIdx: -1,
 	}
-}
-
-// granted starts l as granted by a command sent at start, and schedules it.
-func (l *Lock) granted(start time.Time) *Lock {
-	l.confirmLocked(start)
-	l.client.track(l)
+	l.valid = start.Add(lease - drift(lease))
+	l.renewAt = start.Add(lease / 3)
+	c.track(l)
 	return l
 }
 
@@ -72,7 +63,7 @@ func (l *Lock) Key() string {
 	return l.key
 }
 
-// Token returns the random 128-bit token of this grant.
+// Token returns the random 128-bit token of this hold.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -81,9 +72,11 @@ func (l *Lock) Token() string {
 }
 
 // Fence returns the fencing token of this grant: strictly greater than the
-// fence of every earlier grant of the same key. Pass it to the resource you
-// protect so that it can refuse writes from a holder that lost the lock
-// (see FenceGuard). Reentrant holds share one fence.
+// fence of every earlier grant of the same key (fences are drawn from one
+// counter per Redis node, or per Cluster slot, so they also rise across
+// keys, with gaps). Pass it to the resource you protect so that it can
+// refuse writes from a holder that lost the lock (see package fence).
+// Reentrant holds share one fence.
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0
@@ -91,41 +84,71 @@ func (l *Lock) Fence() int64 {
 	return l.fence
 }
 
-// Release gives the lock back. It returns ErrNotHeld, and changes nothing in
-// Redis, when the lock expired, was taken by another owner or was already
-// released through this Lock. For a reentrant lock it drops one hold; the
-// last one frees the lock.
+// Release gives this hold back: the last hold frees the lock, and hands it
+// to the next waiter in line. Whatever ctx says, the Lock ends here at once
+// (no more renewal; its contexts are cancelled with ErrReleased). The delete
+// in Redis runs under a context that ignores ctx's cancellation and gives up
+// after two seconds; Release waits for it until ctx ends, and if ctx ends
+// first it returns ctx's error while the delete goes on in the background.
+// If Redis cannot be reached the lease runs out within its TTL, since
+// nothing renews it any more.
+//
+// It returns ErrNotHeld, changing nothing in Redis, when the lock expired,
+// was taken by another owner or was already released through this Lock.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
 	}
 	l.mu.Lock()
 	done := l.state == released
+	if l.state == held && !time.Now().Before(l.valid) {
+		// Past its validity deadline (the process was paused, say) the
+		// lock counts as lost, whatever the scheduler has seen yet.
+		l.endLocked(lost, l.expiryCauseLocked())
+	}
+	l.endLocked(released, ErrReleased)
 	l.mu.Unlock()
 	if done {
 		return ErrNotHeld
 	}
-	if l.client.isQuorum() {
-		return l.releaseQuorum(ctx)
-	}
-	res, err := releaseScript.Run(ctx, l.client.rdb, l.names.all(),
-		l.owner, l.fenceS, l.names.notice, lineEntryTTL.Milliseconds()).Slice()
-	if err != nil {
+	out, err := detached(l.client, ctx, func(ctx context.Context) (releaseOutcome, error) {
+		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+		return l.client.b.release(ctx, l)
+	}, nil)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("distlock: release %q: %w (the release goes on in the background)", l.key, err)
+	case err != nil:
 		return fmt.Errorf("distlock: release %q: %w", l.key, err)
-	}
-	if left, _ := res[0].(int64); left < 0 {
-		l.end(lost, ErrTaken)
+	case out == releaseGone:
+		l.lostBeforeRelease(ErrExpired)
 		return ErrNotHeld
-	} else if left == 0 {
-		l.client.tellWaiters(l.names, res)
+	case out == releaseTaken:
+		l.lostBeforeRelease(ErrTaken)
+		return ErrNotHeld
 	}
-	l.end(released, ErrReleased)
 	return nil
 }
 
+// lostBeforeRelease records what a release found: the lock had been lost
+// before it (Lost fires, Err says why, unless a loss was seen already).
+func (l *Lock) lostBeforeRelease(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cause == ErrReleased {
+		l.cause = cause
+		if l.lost != nil {
+			close(l.lost)
+		}
+	}
+}
+
 // Extend resets the lease to ttl from now and makes ttl the lease that
-// renewal keeps. It returns ErrNotHeld, changing nothing, when the lock is no
-// longer held.
+// renewal keeps. It returns ErrNotHeld, changing nothing, when the lock is
+// no longer held, ErrInvalidTTL for a ttl outside [1ms, MaxTTL], and
+// otherwise wraps the Redis error (the lock stays held and renewed, valid
+// for the shorter of its old lease and ttl until a renewal confirms it).
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return ErrNotHeld
@@ -133,60 +156,61 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond || ttl > MaxTTL {
 		return fmt.Errorf("%w: %v is outside [1ms, %v]", ErrInvalidTTL, ttl, MaxTTL)
 	}
-	if !l.isHeld() {
+	start := time.Now()
+	l.mu.Lock()
+	if l.state != held {
+		l.mu.Unlock()
 		return ErrNotHeld
 	}
-	start := time.Now()
-	ok, err := l.extendOnce(ctx, ttl)
+	// Until Redis answers, the lease may already be the new one.
+	l.ttl = ttl
+	l.valid = minTime(l.valid, start.Add(ttl-drift(ttl)))
+	l.mu.Unlock()
+	l.client.track(l) // the scheduler must see the new deadline
+
+	out, err := detached(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
+		return l.client.b.extend(ctx, l, ttl)
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("distlock: extend %q: %w", l.key, err)
 	}
-	if ok != 1 {
-		l.end(lost, extendCause(ok))
-		return ErrNotHeld
+	switch out {
+	case extendDone:
+		l.mu.Lock()
+		if l.state == held && !l.renewing && l.ttl == ttl {
+			l.confirmLocked(start)
+		} else {
+			l.renewAt = time.Now() // a renewal in flight may have set another lease
+		}
+		l.mu.Unlock()
+		l.client.track(l)
+		return nil
+	case extendUnacked:
+		l.end(lost, notReplicatedCause)
+		return fmt.Errorf("distlock: extend %q: %w", l.key, ErrNotReplicated)
+	case extendUndecided:
+		return fmt.Errorf("distlock: extend %q: no majority answered", l.key)
 	}
-	l.mu.Lock()
-	l.ttl = ttl
-	l.confirmLocked(start)
-	l.mu.Unlock()
-	l.client.track(l)
-	return nil
+	l.end(lost, lossCause(out))
+	return ErrNotHeld
 }
 
-// TTL returns the lease left on the server, or ErrNotHeld.
+// TTL returns the lease left on the server, ErrNotHeld when the lock is no
+// longer held, or wraps the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
 	}
-	ms, err := l.pttl(ctx)
+	d, err := detached(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
+		return l.client.b.pttl(ctx, l)
+	}, nil)
 	if err != nil {
 		return 0, fmt.Errorf("distlock: ttl %q: %w", l.key, err)
 	}
-	if ms < 0 {
+	if d < 0 {
 		return 0, ErrNotHeld
 	}
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
-func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration) (int64, error) {
-	if l.client.isQuorum() {
-		return l.extendQuorum(ctx, ttl)
-	}
-	cmd, acked := l.client.ack.runAcked(ctx, l.client.rdb, extendScript, []string{l.names.lock}, l.owner, l.fenceS, ttl.Milliseconds())
-	v, err := cmd.Int64()
-	if err == nil && v == 1 && !acked {
-		// Extended on the master only: a failover could forget it.
-		l.end(lost, notReplicatedCause)
-		return 0, fmt.Errorf("distlock: extend %q: %w", l.key, ErrNotReplicated)
-	}
-	return v, err
-}
-
-func (l *Lock) pttl(ctx context.Context) (int64, error) {
-	if l.client.isQuorum() {
-		return l.pttlQuorum(ctx)
-	}
-	return pttlScript.Run(ctx, l.client.rdb, []string{l.names.lock}, l.owner, l.fenceS).Int64()
+	return d, nil
 }
 
 // Lost returns a channel that is closed once the lock is known lost: renewal
@@ -197,11 +221,20 @@ func (l *Lock) Lost() <-chan struct{} {
 	if l == nil {
 		return closedChan
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil {
+		l.lost = make(chan struct{})
+		if l.cause != nil && l.cause != ErrReleased {
+			close(l.lost)
+		}
+	}
 	return l.lost
 }
 
 // Err returns nil while the lock is held, ErrReleased after Release, and the
-// reason (matching ErrLost) after it was lost.
+// reason (matching ErrLost) after it was lost, also when the loss was found
+// by Release.
 func (l *Lock) Err() error {
 	if l == nil {
 		return ErrNotHeld
@@ -213,7 +246,9 @@ func (l *Lock) Err() error {
 
 // Context returns a context derived from parent that is cancelled when the
 // lock is lost or released; context.Cause tells which (ErrExpired, ErrTaken,
-// ErrUnreachable, ErrClosed or ErrReleased). Run the protected work under it.
+// ErrUnreachable, ErrNotReplicated, ErrClosed or ErrReleased). Run the
+// protected work under it, and call the returned cancel func when done, as
+// for any context: it forgets the derived context at once.
 func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	if l == nil {
@@ -221,13 +256,71 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 		return ctx, func() {}
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.state != held {
 		cancel(l.cause)
-	} else {
-		l.cancels = append(l.cancels, cancel)
+		return ctx, func() {}
 	}
-	l.mu.Unlock()
+	// Cancelled under l.mu when the lock ends, so that the context is done
+	// by the time Lost is closed; forgotten as soon as it is done.
+	if l.cancels == nil {
+		l.cancels = map[uint64]context.CancelCauseFunc{}
+	}
+	id := l.nextCtx
+	l.nextCtx++
+	l.cancels[id] = cancel
+	context.AfterFunc(ctx, func() {
+		l.mu.Lock()
+		delete(l.cancels, id)
+		l.mu.Unlock()
+	})
 	return ctx, func() { cancel(context.Canceled) }
+}
+
+// confirm asks Redis about a grant whose lease start is uncertain (a
+// handoff after a long wait): with renewal on it extends the lease,
+// otherwise it reads the lease left; the local deadline then counts from
+// start, when the question was sent. It returns ErrNotHeld when the grant
+// is gone, and leaves the Lock as it was when ctx ends or Redis fails.
+func (l *Lock) confirm(ctx context.Context, start time.Time) error {
+	b := l.client.b
+	if l.renew {
+		out, err := detached(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
+			return b.extend(ctx, l, l.lease())
+		}, nil)
+		switch {
+		case err != nil:
+			return err
+		case out != extendDone:
+			l.end(lost, lossCause(out))
+			return ErrNotHeld
+		}
+		l.mu.Lock()
+		l.confirmLocked(start)
+		l.mu.Unlock()
+	} else {
+		left, err := detached(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
+			return b.pttl(ctx, l)
+		}, nil)
+		switch {
+		case err != nil:
+			return err
+		case left < 0:
+			l.end(lost, ErrExpired)
+			return ErrNotHeld
+		}
+		l.mu.Lock()
+		l.valid = start.Add(left - drift(l.ttl))
+		l.mu.Unlock()
+	}
+	l.client.track(l)
+	return nil
+}
+
+func (l *Lock) lease() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
 }
 
 func (l *Lock) isHeld() bool {
@@ -236,7 +329,7 @@ func (l *Lock) isHeld() bool {
 	return l.state == held
 }
 
-// confirmLocked records that the server granted the lease at or after start.
+// confirmLocked records that the server set the lease at or after start.
 // The server's expiry therefore falls at or after start+ttl; the local
 // deadline keeps a drift margin before it.
 func (l *Lock) confirmLocked(start time.Time) {
@@ -257,21 +350,40 @@ func (l *Lock) end(state lockState, cause error) {
 	l.endLocked(state, cause)
 }
 
+// endLocked ends a held lock; a lost lock that is released stays lost
+// (its cause stays) but counts as released.
 func (l *Lock) endLocked(state lockState, cause error) {
 	if l.state != held {
 		if state == released {
-			l.state = released // a lost lock that is released stays ended
+			l.state = released
 		}
 		return
 	}
 	l.state, l.cause = state, cause
-	if state == lost {
+	if state == lost && l.lost != nil {
 		close(l.lost)
 	}
 	for _, cancel := range l.cancels {
 		cancel(cause)
 	}
-	l.cancels = nil
+}
+
+// lossCause maps what a renewal or extend found to the reason of a loss.
+func lossCause(out extendOutcome) error {
+	switch out {
+	case extendTaken:
+		return ErrTaken
+	case extendUnacked:
+		return notReplicatedCause
+	}
+	return ErrExpired
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 var closedChan = func() chan struct{} {

@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,13 +178,19 @@ func TestFencesIncreaseAcrossProcesses(t *testing.T) {
 	for range 3 {
 		procs = append(procs, startHelper(t, "fences", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=f", "DISTLOCK_N=20"))
 	}
-	seen := map[string]bool{}
+	seen, top := map[string]bool{}, int64(0)
 	for _, p := range procs {
+		last := int64(0)
 		for line := range p.lines {
 			if seen[line] {
 				t.Fatalf("fence granted twice: %s", line)
 			}
 			seen[line] = true
+			f, _ := strconv.ParseInt(strings.TrimPrefix(line, "fence="), 10, 64)
+			if f <= last {
+				t.Fatalf("fence %d after %d in one process", f, last)
+			}
+			last, top = f, max(top, f)
 		}
 		p.wait(t, 30*time.Second)
 	}
@@ -194,8 +201,8 @@ func TestFencesIncreaseAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Fence() != 61 {
-		t.Fatalf("fence after 60 grants = %d, want 61", l.Fence())
+	if l.Fence() <= top {
+		t.Fatalf("fence after 60 grants = %d, want above %d", l.Fence(), top)
 	}
 }
 
@@ -214,7 +221,6 @@ func TestBadInput(t *testing.T) {
 		{"negative ttl", "k", []distlock.Option{distlock.WithTTL(-time.Second)}, distlock.ErrInvalidTTL},
 		{"sub-ms ttl", "k", []distlock.Option{distlock.WithTTL(time.Microsecond)}, distlock.ErrInvalidTTL},
 		{"huge ttl", "k", []distlock.Option{distlock.WithTTL(distlock.MaxTTL + 1)}, distlock.ErrInvalidTTL},
-		{"nil retry", "k", []distlock.Option{distlock.WithRetry(nil)}, distlock.ErrInvalidOption},
 		{"empty owner", "k", []distlock.Option{distlock.WithOwner("")}, distlock.ErrInvalidOption},
 		{"huge metadata", "k", []distlock.Option{distlock.WithMetadata(strings.Repeat("m", 5000))}, distlock.ErrInvalidOption},
 	}
@@ -294,21 +300,6 @@ func TestLockReturnsWhenContextEnds(t *testing.T) {
 	cancel2()
 	if _, err := c.Lock(cancelled, "busy"); !errors.Is(err, context.Canceled) || !errors.Is(err, distlock.ErrNotObtained) {
 		t.Fatalf("Lock with cancelled ctx: %v", err)
-	}
-}
-
-func TestRetryStrategyGivesUp(t *testing.T) {
-	c, _, _ := setup(t)
-	ctx := ctxT(t, 5*time.Second)
-	if _, err := c.TryLock(ctx, "busy"); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.Lock(ctx, "busy", distlock.WithRetry(distlock.LimitRetry(distlock.ConstantBackoff(time.Millisecond), 3)))
-	if !errors.Is(err, distlock.ErrNotObtained) {
-		t.Fatalf("got %v", err)
-	}
-	if _, err := c.Lock(ctx, "busy", distlock.WithRetry(distlock.NoRetry())); !errors.Is(err, distlock.ErrNotObtained) {
-		t.Fatalf("NoRetry: %v", err)
 	}
 }
 

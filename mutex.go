@@ -25,9 +25,10 @@ type Mutex struct {
 }
 
 // NewMutex returns a Mutex on key, validating key and options now so that
-// Lock cannot fail on bad input later.
+// Lock cannot fail on bad input later (ErrInvalidKey, ErrInvalidTTL,
+// ErrInvalidOption, ErrClosed, ErrNilClient).
 func (c *Client) NewMutex(key string, opts ...Option) (*Mutex, error) {
-	if _, err := c.prepare(key, opts); err != nil {
+	if _, err := c.request(key, opts, true); err != nil {
 		return nil, err
 	}
 	return &Mutex{client: c, key: key, opts: opts}, nil
@@ -35,8 +36,7 @@ func (c *Client) NewMutex(key string, opts ...Option) (*Mutex, error) {
 
 // Lock blocks until the lock is held.
 func (m *Mutex) Lock() {
-	retry := Jitter(ExponentialBackoff(10*time.Millisecond, time.Second))
-	for n := 1; ; n++ {
+	for n := 0; ; n++ {
 		l, err := m.client.Lock(context.Background(), m.key, m.opts...)
 		if err == nil {
 			m.mu.Lock()
@@ -47,7 +47,8 @@ func (m *Mutex) Lock() {
 		if m.client.usable() != nil {
 			panic("distlock: Mutex.Lock on a closed Client")
 		}
-		time.Sleep(retry.Backoff(n)) // Redis error: back off and try again
+		// A Redis error: back off (10ms doubling to 1s) and try again.
+		time.Sleep(10 * time.Millisecond << min(n, 7))
 	}
 }
 

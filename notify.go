@@ -10,37 +10,37 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxIdleChannels bounds how many release channels stay subscribed without
-// local waiters. Keeping a hot key's channel subscribed between waits saves a
-// SUBSCRIBE round trip per wait.
+// maxIdleChannels bounds how many channels stay subscribed without local
+// waiters. Keeping a hot key's channel subscribed between waits saves a
+// SUBSCRIBE round trip per wait, and lets a Lock call line up in the same
+// call that asks for the lock.
 const maxIdleChannels = 256
 
 // notifier is the one pub/sub subscription per Client (one per master on a
 // Cluster, one per node for a quorum) through which waiters learn of
-// handoffs and releases. Waiters in the Redis line listen on the Client's own
-// channel for the lock, where handoffs to them are published. Quorum waiters
-// listen on the lock's shared channel and form a local line, so that only
-// its head asks the nodes (no herd). Releases made by this process are
-// delivered directly, before Redis' message arrives.
+// handoffs and releases. Waiters in a Redis line listen on their Client's
+// own channel for the lock, where handoffs to them are published; quorum
+// waiters listen on the lock's shared channel and form a local line, so
+// that only its head asks the nodes.
 type notifier struct {
-	rdbs    []redis.UniversalClient // one subscription on each (quorum: every node)
-	cluster *redis.ClusterClient    // set: sharded subscriptions, see notify_shard.go
+	c    *Client
+	subs []*subscriber // one per node (a Cluster is one node here)
 
 	mu     sync.Mutex
-	ps     []*redis.PubSub          // every subscription, for close
-	shards map[string]*redis.PubSub // Cluster: master address -> its subscription
 	chans  map[string]*channelState
 	idle   int
+	expect map[string]time.Time // tokens whose grant notice may still come: ignore it
 	ctx    context.Context
 	stop   context.CancelFunc
-	done   []chan struct{}
+	wg     sync.WaitGroup
 }
 
 type channelState struct {
-	local  []*waiter          // quorum waiters in this process's line, head first
-	queued map[string]*waiter // waiters in the Redis line, by token
+	local  []*waiter          // quorum waiters of this process, head first
+	queued map[string]*waiter // waiters in a Redis line, by token
+	live   bool               // the subscription is confirmed
 	since  time.Time          // when the channel last became idle
-	shard  *redis.PubSub      // Cluster: the subscription that carries it
+	ps     *redis.PubSub      // the subscription that confirmed it
 }
 
 func (s *channelState) empty() bool { return len(s.local) == 0 && len(s.queued) == 0 }
@@ -48,60 +48,106 @@ func (s *channelState) empty() bool { return len(s.local) == 0 && len(s.queued) 
 // waiter is one waiting Lock call.
 type waiter struct {
 	channel string
-	token   string
-	queued  bool          // in the Redis line (else in the local line)
-	wake    chan struct{} // a release, or the subscription became live
-	grant   chan int64    // in the Redis line: the lock was handed to this waiter
+	token   string        // "" for a quorum waiter in the local line
+	wake    chan struct{} // a release, the subscription became live, or a reconnect
+	grant   chan int64    // a handoff to this waiter, with its fence
 }
 
-func newNotifier(rdbs []redis.UniversalClient) *notifier {
+func newNotifier(c *Client, rdbs []redis.UniversalClient) *notifier {
 	ctx, stop := context.WithCancel(context.Background())
-	n := &notifier{rdbs: rdbs, chans: map[string]*channelState{}, shards: map[string]*redis.PubSub{}, ctx: ctx, stop: stop}
-	if len(rdbs) == 1 {
-		n.cluster, _ = rdbs[0].(*redis.ClusterClient)
+	n := &notifier{c: c, chans: map[string]*channelState{}, expect: map[string]time.Time{}, ctx: ctx, stop: stop}
+	for _, rdb := range rdbs {
+		n.subs = append(n.subs, newSubscriber(n, rdb))
 	}
 	return n
 }
 
-// join adds a waiter for channel, subscribing on first use.
-func (n *notifier) join(channel, token string, queued bool) *waiter {
-	w := &waiter{channel: channel, token: token, queued: queued,
-		wake: make(chan struct{}, 1), grant: make(chan int64, 1)}
+// existingNotifier returns the notifier if one was started.
+func (c *Client) existingNotifier() *notifier {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notifier
+}
+
+// join adds a waiter in a Redis line, listening on channel for handoffs to
+// token, and subscribes to channel on first use.
+func (n *notifier) join(channel, token string) *waiter {
+	w := newWaiter(channel, token)
 	n.mu.Lock()
+	n.stateLocked(channel).queued[token] = w
+	n.mu.Unlock()
+	return w
+}
+
+// joinLive is join if channel is subscribed and confirmed, else nil.
+func (n *notifier) joinLive(channel, token string) *waiter {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	s := n.chans[channel]
-	var subscribe []*redis.PubSub
-	isNew := s == nil
-	if s == nil {
-		s = &channelState{queued: map[string]*waiter{}}
-		n.chans[channel] = s
-		subscribe = n.connectLocked()
-	} else if s.empty() {
+	if s == nil || !s.live {
+		return nil
+	}
+	w := newWaiter(channel, token)
+	if s.empty() {
 		n.idle--
 	}
-	if queued {
-		s.queued[token] = w
-	} else {
-		s.local = append(s.local, w)
-	}
-	n.mu.Unlock()
-	if n.cluster != nil && subscribe == nil && isNew {
-		n.subscribeShard(channel)
-	}
-	n.subscribe(subscribe, channel)
+	s.queued[token] = w
 	return w
+}
+
+// joinLocal adds a waiter at the end of this process's line for channel.
+func (n *notifier) joinLocal(channel string) *waiter {
+	w := newWaiter(channel, "")
+	n.mu.Lock()
+	s := n.stateLocked(channel)
+	s.local = append(s.local, w)
+	n.mu.Unlock()
+	return w
+}
+
+func newWaiter(channel, token string) *waiter {
+	return &waiter{channel: channel, token: token, wake: make(chan struct{}, 1), grant: make(chan int64, 1)}
+}
+
+// stateLocked returns channel's state, subscribing on first use.
+func (n *notifier) stateLocked(channel string) *channelState {
+	s := n.chans[channel]
+	switch {
+	case s == nil:
+		s = &channelState{queued: map[string]*waiter{}}
+		n.chans[channel] = s
+		for _, sub := range n.subs {
+			sub.request(channel, true)
+		}
+	case s.empty():
+		n.idle--
+	}
+	return s
+}
+
+// isLive reports whether w's channel is confirmed subscribed.
+func (n *notifier) isLive(w *waiter) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.chans[w.channel]
+	return s != nil && s.live
 }
 
 // leave removes w. A local head that leaves without the lock passes its
 // turn to the next waiter.
-func (n *notifier) leave(w *waiter, acquired bool) {
+func (n *notifier) leave(w *waiter) { n.leaveLine(w, false) }
+
+func (n *notifier) leaveLine(w *waiter, acquired bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := n.chans[w.channel]
 	if s == nil {
 		return
 	}
-	if w.queued {
-		delete(s.queued, w.token)
+	if w.token != "" {
+		if s.queued[w.token] == w {
+			delete(s.queued, w.token)
+		}
 	} else if i := indexOf(s.local, w); i >= 0 {
 		s.local = append(s.local[:i], s.local[i+1:]...)
 		if i == 0 && !acquired && len(s.local) > 0 {
@@ -123,38 +169,66 @@ func (n *notifier) isHead(w *waiter) bool {
 	return s != nil && len(s.local) > 0 && s.local[0] == w
 }
 
-// waiting reports whether this process has waiters in the local line for
-// channel; a new Lock call then queues behind them instead of barging.
-func (n *notifier) waiting(channel string) bool {
+// waitingLocally reports whether this process has waiters in the local line
+// for channel; a new Lock call then queues behind them instead of barging.
+func (n *notifier) waitingLocally(channel string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := n.chans[channel]
 	return s != nil && len(s.local) > 0
 }
 
-// released delivers a release or handoff: payload "r" (or anything else not
-// starting with "g ") wakes the head of the local line and the queued
-// waiters; "g <fence> <token>" hands the lock to that queued waiter.
-func (n *notifier) released(channel, payload string) {
+// expectGrant records that token got its lock from a handoff whose notice
+// may still be on its way, so that the notice is not taken for a grant to a
+// waiter that is gone.
+func (n *notifier) expectGrant(channel, token string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	for t, at := range n.expect {
+		if now.Sub(at) > time.Minute {
+			delete(n.expect, t)
+		}
+	}
+	n.expect[token] = now
+}
+
+// deliver handles a message on channel: "g <fence> <token>" hands the lock
+// to that waiter (or, if it is gone, passes the lock on); anything else
+// says the lock is free and wakes the head of the local line and the
+// waiters in line.
+func (n *notifier) deliver(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := n.chans[channel]
-	if s == nil {
-		return
-	}
-	if rest, ok := strings.CutPrefix(payload, "g "); ok {
-		fence, token, _ := strings.Cut(rest, " ")
-		if w := s.queued[token]; w != nil {
-			if f, err := strconv.ParseInt(fence, 10, 64); err == nil {
-				select {
-				case w.grant <- f:
-				default:
-				}
-			}
+	rest, isGrant := strings.CutPrefix(payload, "g ")
+	if !isGrant {
+		if s != nil {
+			s.wakeAll()
 		}
 		return
 	}
-	s.wakeAll()
+	f, token, _ := strings.Cut(rest, " ")
+	fence, err := strconv.ParseInt(f, 10, 64)
+	if err != nil || token == "" {
+		return
+	}
+	if s != nil {
+		if w := s.queued[token]; w != nil {
+			select {
+			case w.grant <- fence:
+			default:
+			}
+			return
+		}
+	}
+	if _, ok := n.expect[token]; ok {
+		delete(n.expect, token)
+		return
+	}
+	if lockKey, ok := strings.CutSuffix(channel, ":to:"+n.c.id); ok {
+		n.c.b.passOn(n.c.namesOf(lockKey), token)
+	}
 }
 
 func (s *channelState) wakeAll() {
@@ -166,43 +240,44 @@ func (s *channelState) wakeAll() {
 	}
 }
 
-func (n *notifier) wakeEveryone() {
+// confirmed marks channel subscribed on ps and wakes its waiters: a release
+// may have happened before the subscription was live.
+func (n *notifier) confirmed(channel string, ps *redis.PubSub) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, s := range n.chans {
+	if s := n.chans[channel]; s != nil {
+		s.live, s.ps = true, ps
 		s.wakeAll()
 	}
 }
 
-// connectLocked starts the subscriptions on first use and returns them.
-func (n *notifier) connectLocked() []*redis.PubSub {
-	if n.ctx.Err() != nil || n.cluster != nil {
-		return nil // closed: waiters fall back to their timers and see ErrClosed
+// unsubscribed handles the end of channel's subscription on ps. One that
+// this notifier did not ask for (a Cluster slot moved) is made again if the
+// channel still has waiters, who are woken to ask Redis: a release may have
+// happened in between. It reports whether to subscribe again.
+func (n *notifier) unsubscribed(channel string, ps *redis.PubSub) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.chans[channel]
+	if s == nil || s.ps != ps {
+		return false
 	}
-	if n.ps == nil {
-		for _, rdb := range n.rdbs {
-			ps, done := rdb.Subscribe(n.ctx), make(chan struct{})
-			n.ps, n.done = append(n.ps, ps), append(n.done, done)
-			go n.receive(ps, done)
-		}
-	}
-	return n.ps
+	s.live = false
+	s.wakeAll()
+	return true
 }
 
-// subscribe adds channel to the subscriptions, outside the notifier's lock:
-// on a node that is down it would block until the dial fails. Errors surface
-// in receive, which reconnects and resubscribes. With several nodes (quorum)
-// each gets its own goroutine, so that a dead node does not hold up the rest.
-func (n *notifier) subscribe(pss []*redis.PubSub, channel string) {
-	if len(pss) == 0 {
-		return
-	}
-	if len(pss) == 1 {
-		_ = pss[0].Subscribe(n.ctx, channel)
-		return
-	}
-	for _, ps := range pss {
-		go func() { _ = ps.Subscribe(n.ctx, channel) }()
+// disconnected wakes every waiter after ps lost its connection (go-redis
+// reconnects and resubscribes on the next Receive) and marks its channels
+// unconfirmed until then.
+func (n *notifier) disconnected(ps *redis.PubSub) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.chans {
+		if s.ps == ps {
+			s.live = false
+		}
+		s.wakeAll()
 	}
 }
 
@@ -215,64 +290,18 @@ func (n *notifier) pruneLocked() {
 				oldest = ch
 			}
 		}
-		shard := n.chans[oldest].shard
 		delete(n.chans, oldest)
 		n.idle--
-		if shard != nil {
-			go func() { _ = shard.SUnsubscribe(n.ctx, oldest) }()
-			continue
-		}
-		for _, ps := range n.ps {
-			go func() { _ = ps.Unsubscribe(n.ctx, oldest) }()
+		for _, sub := range n.subs {
+			sub.request(oldest, false)
 		}
 	}
 }
 
-// receive reads the subscription until the notifier closes. A confirmation
-// of a (re)subscription wakes that channel's waiters: a release may have
-// happened before the subscription was live. A broken connection wakes all
-// waiters, then go-redis reconnects and resubscribes on the next Receive.
-func (n *notifier) receive(ps *redis.PubSub, done chan struct{}) {
-	defer close(done)
-	backoff := time.Millisecond
-	for {
-		msg, err := ps.Receive(n.ctx)
-		if err != nil {
-			if n.ctx.Err() != nil {
-				return
-			}
-			n.wakeEveryone()
-			if sleepCtx(n.ctx, backoff) != nil {
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = time.Millisecond
-		switch m := msg.(type) {
-		case *redis.Message:
-			n.released(m.Channel, m.Payload)
-		case *redis.Subscription:
-			switch m.Kind {
-			case "subscribe", "ssubscribe":
-				n.released(m.Channel, "r")
-			case "sunsubscribe":
-				n.resubscribe(m.Channel)
-			}
-		}
-	}
-}
-
+// close ends every subscription and waits for the notifier's goroutines.
 func (n *notifier) close() {
 	n.stop()
-	n.mu.Lock()
-	pss, done := n.ps, n.done
-	n.ps = nil
-	n.mu.Unlock()
-	for i, ps := range pss {
-		_ = ps.Close()
-		<-done[i]
-	}
+	n.wg.Wait()
 }
 
 func signal(c chan struct{}) {
@@ -291,22 +320,35 @@ func indexOf(line []*waiter, w *waiter) int {
 	return -1
 }
 
-// tellWaiters passes the outcome of a release made by this process to its
-// own waiters at once: res is the release script's reply, {0} for a freed
-// lock or {0, fence, token} for a handoff (to a waiter of this Client if the
-// token is one of its own).
-func (c *Client) tellWaiters(names keyNames, res []any) {
-	c.mu.Lock()
-	n := c.notifier
-	c.mu.Unlock()
-	if n == nil {
-		return
+// park blocks until w is woken, wait passes (negative: no timer), ctx ends
+// or the Client closes. It returns the fence when the lock was handed to w.
+func (c *Client) park(ctx context.Context, w *waiter, wait time.Duration) (int64, error) {
+	select {
+	case fence := <-w.grant:
+		return fence, nil
+	default:
 	}
-	if len(res) == 3 {
-		fence, _ := res[1].(int64)
-		token, _ := res[2].(string)
-		n.released(names.inbox, "g "+strconv.FormatInt(fence, 10)+" "+token)
-		return
+	var timeout <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
 	}
-	n.released(names.channel, "r")
+	select {
+	case fence := <-w.grant:
+		return fence, nil
+	case <-w.wake:
+	case <-timeout:
+	case <-c.closing:
+		return 0, ErrClosed
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return 0, nil
+}
+
+// namesOf returns the key names of the lock whose Redis key is lockKey.
+func (c *Client) namesOf(lockKey string) keyNames {
+	return keyNames{lock: lockKey, line: lockKey + ":line", channel: lockKey + ":released",
+		inbox: lockKey + ":to:" + c.id, fence: c.counter(lockKey)}
 }

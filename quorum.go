@@ -2,11 +2,10 @@ package distlock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,44 +14,40 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed lua/raise_fence.lua
-	raiseFenceSource string
-	raiseFenceScript = redis.NewScript(raiseFenceSource)
-)
-
 // NewQuorum returns a Client whose locks are granted by a majority of
-// independent Redis nodes, as in the Redlock algorithm of the Redis docs. It
-// has the same methods and Lock behaviour as a single-node Client.
+// independent Redis servers, as in the Redlock algorithm of the Redis docs.
+// It has the same methods and Lock behaviour as a single-node Client.
 //
-// An acquire runs on all nodes in parallel, each call bounded by a per-node
-// timeout (TTL/20, within [20ms, 500ms]); it returns as soon as the
-// answers decide the outcome, releasing grants that arrive later. It succeeds only if a majority
-// granted it and the lease left, TTL − elapsed − drift (drift = TTL/100 +
-// 2ms), is positive; otherwise it is undone on every node. Extend and
-// renewal need a majority too, and Lost fires when a majority can no longer
-// be confirmed. The fence is the highest fence counter in the granting
-// majority; when the majority's counters differ it lifts them all to that
-// value (a second round trip), so any later majority, which overlaps this
-// one, mints a larger fence.
+// An acquire runs on all nodes in parallel and decides as soon as the
+// answers allow, waiting for a node at most TTL/10 (within [50ms, 1s]); a
+// node call goes on in the background after that, and a grant that comes
+// after the decision joins the lock or is given back. It succeeds only if a
+// majority granted it and the lease left, TTL − elapsed − drift (drift =
+// TTL/100 + 2ms), is positive; otherwise it is undone on every node. Extend
+// and renewal need a majority too, and Lost fires when a majority can no
+// longer be confirmed. The fence is the highest fence counter in the
+// granting majority; when the majority's counters differ it lifts them all
+// to that value (a second round trip), so any later majority, which
+// overlaps this one, draws a larger fence.
 //
 // Nodes must not come back empty too soon: a node restarted without
 // persistence must stay down for at least the longest TTL in use (the
 // "delayed restart" rule), or it may grant a lock a majority still holds,
 // and its fence counter must survive (use AOF) for fences to keep rising.
-// Fair mode and WithReplicaAck are not available on a quorum Client.
-// Inspect, List and ForceRelease look at the first node.
+// Waiters of one process line up locally and only the first asks the nodes.
+// WithFair is refused (ErrInvalidOption): a line across independent nodes
+// would need a majority of its own. WithReplicaAck makes every method
+// return ErrInvalidOption. Inspect, List and ForceRelease look at the first
+// node.
 func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
-	var first redis.UniversalClient
-	if len(nodes) > 0 {
-		first = nodes[0]
+	cfg := buildClientConfig(opts)
+	c := newClient(cfg)
+	if len(nodes) == 0 || slices.ContainsFunc(nodes, func(n redis.UniversalClient) bool { return isNil(n) }) {
+		c.broken = ErrNilClient
+	} else if cfg.ack != (replicaAck{}) {
+		c.broken = fmt.Errorf("%w: WithReplicaAck needs a single-node Client", ErrInvalidOption)
 	}
-	c := New(first, opts...)
-	c.nodes = slices.Clone(nodes)
-	c.suspect = make([]atomic.Bool, len(nodes))
-	for _, n := range nodes {
-		c.nilRDB = c.nilRDB || isNil(n)
-	}
+	c.b = &quorum{c: c, nodes: slices.Clone(nodes), suspect: make([]atomic.Bool, len(nodes))}
 	return c
 }
 
@@ -101,49 +96,350 @@ var (
 	errSuspect    = errors.New("failed recently")
 )
 
-// A node that failed at the network level (error, or no answer in time) is
-// suspect until one of its answers comes back: quorum decisions still send
-// it every call but do not wait for it, so a dead node does not stretch
-// every attempt to the timeout (which would leave long windows for split
-// votes), and a revived node counts again from its first answer.
-func (c *Client) isSuspect(i int) bool {
-	return c.suspect[i].Load()
+// quorum is the backend of a NewQuorum Client.
+type quorum struct {
+	c     *Client
+	nodes []redis.UniversalClient
+	// suspect[i]: node i failed at the network level and is not waited
+	// for until one of its answers comes back (see onNodes).
+	suspect []atomic.Bool
 }
 
-// noteNode records whether node i just answered. Redis error replies come
-// from a live node and count as answers.
-func (c *Client) noteNode(i int, err error) {
-	var reply redis.Error
-	c.suspect[i].Store(err != nil && !errors.As(err, &reply))
+func (q *quorum) subscriptions() []redis.UniversalClient { return q.nodes }
+func (q *quorum) admin() redis.UniversalClient           { return q.nodes[0] }
+func (q *quorum) publish() string                        { return "PUBLISH" }
+func (q *quorum) passOn(keyNames, string)                {} // no Redis line, no handoffs
+func (q *quorum) majority() int                          { return len(q.nodes)/2 + 1 }
+
+// decisionWait bounds how long a quorum operation waits for a node: small
+// against the TTL, so that a dead node does not eat the lease, yet enough
+// for a new connection and a script over a slow link.
+func decisionWait(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 50*time.Millisecond), time.Second)
 }
 
-// decided returns an enough func for onNodes: the outcome is known once yes
-// nodes said yes, or so many said anything else that a majority is out of
-// reach.
-func (c *Client) decided(yes func(nodeResult) bool) func([]nodeResult) bool {
-	return func(res []nodeResult) bool {
-		ok, no := 0, 0
-		for _, r := range res {
-			switch {
-			case r.err == errPending:
-			case yes(r):
-				ok++
-			default:
-				no++
+func (q *quorum) lock(ctx context.Context, r *request) (*Lock, error) {
+	if r.cfg.fair {
+		return nil, fmt.Errorf("%w: WithFair needs a single-node Client", ErrInvalidOption)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, notObtained(r.key, err)
+	}
+	if n := q.c.existingNotifier(); n == nil || !n.waitingLocally(r.names.channel) {
+		// Nobody in this process waits for it: ask at once.
+		l, _, err := q.attempt(ctx, r)
+		if !r.wait || !errors.Is(err, ErrNotObtained) {
+			return l, err
+		}
+		if ctx.Err() != nil {
+			return nil, gaveUp(r.key, ctx.Err(), err)
+		}
+	}
+	n := q.c.notify()
+	if n == nil {
+		return nil, notObtained(r.key, ErrClosed)
+	}
+	return q.wait(ctx, r, n)
+}
+
+// wait lines up in this process and asks the nodes when first in line: when
+// a release is announced (by any node, or by a Release in this process),
+// when the holder's lease runs out, and after a backoff, so that a lost
+// message never hangs it.
+func (q *quorum) wait(ctx context.Context, r *request, n *notifier) (*Lock, error) {
+	w := n.joinLocal(r.names.channel)
+	acquired := false
+	defer func() { n.leaveLine(w, acquired) }()
+	var last error
+	for try := 1; ; {
+		wait := lineRefresh
+		if n.isHead(w) {
+			began := time.Now()
+			l, holderTTL, err := q.attempt(ctx, r)
+			if !errors.Is(err, ErrNotObtained) {
+				acquired = err == nil
+				return l, err
+			}
+			last = err
+			wait = quorumBackoff(try)
+			if holderTTL >= 0 {
+				wait = min(wait, holderTTL)
+			}
+			try++
+			if splitVote(err) {
+				// Contenders that split the nodes between them must not
+				// retry together, or they split again (Redlock's advice):
+				// a random delay of a few attempt durations separates them.
+				wait = rand.N(3*time.Since(began) + time.Millisecond)
 			}
 		}
-		return ok >= c.quorum() || no > len(c.nodes)-c.quorum()
+		if _, err := q.c.park(ctx, w, wait); err != nil {
+			return nil, gaveUp(r.key, err, last)
+		}
 	}
 }
 
-func (c *Client) isQuorum() bool { return len(c.nodes) > 1 }
+// quorumBackoff is the head's wait after its n-th failed attempt when no
+// release is announced: 1ms doubling to 100ms, jittered to [d/2, d].
+func quorumBackoff(n int) time.Duration {
+	d := time.Millisecond << min(n-1, 7)
+	d = min(d, 100*time.Millisecond)
+	return d/2 + rand.N(d/2+1)
+}
 
-func (c *Client) quorum() int { return len(c.nodes)/2 + 1 }
+// splitVote reports a quorum attempt that some nodes granted but too few.
+func splitVote(err error) bool {
+	var qe *QuorumError
+	return errors.As(err, &qe) && slices.Contains(qe.Nodes, nil)
+}
 
-// nodeTimeout bounds one node's part of a quorum operation: small against
-// the TTL, so that a dead node does not eat the lease.
-func nodeTimeout(ttl time.Duration) time.Duration {
-	return clamp(ttl/20, 20*time.Millisecond, 500*time.Millisecond)
+// gaveUp is the error of a Lock call that stopped waiting because of err; a
+// quorum error from the last attempt says more than "held" and is kept.
+func gaveUp(key string, err, last error) error {
+	var qe *QuorumError
+	if errors.As(last, &qe) {
+		return fmt.Errorf("%w: %w", qe, err)
+	}
+	return notObtained(key, err)
+}
+
+// attempt asks every node once. It returns the lock, or an error and the
+// shortest lease left among the nodes that found it held (-1 if none).
+// Every grant of a failed attempt, including one that comes late, is given
+// back.
+func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration, error) {
+	start := time.Now()
+	// Each attempt is its own grant: a late give-back of a failed attempt
+	// must never release a later one of the same call.
+	token := newToken()
+	settled := make(chan struct{})
+	var won atomic.Bool
+	// Node calls outlive the decision; each gives back what it was granted
+	// once the attempt is known to have failed.
+	late := func(i int, res nodeResult) {
+		<-settled
+		if !won.Load() {
+			q.giveBack(i, r.names, token)
+		}
+	}
+	args := []any{token, r.cfg.ttl.Milliseconds(), r.cfg.owner, r.tail, nowMillis(), modeTry}
+	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
+		return acquireScript.Run(ctx, rdb, r.names.scriptKeys(), args...).Int64Slice()
+	}, q.decided(isGrant), late)
+	errs := make([]error, len(res))
+	grants, top, holderTTL := 0, int64(0), time.Duration(-1)
+	var fences []int64
+	for i, x := range res {
+		v, _ := x.val.([]int64)
+		switch {
+		case x.err != nil:
+			errs[i] = x.err
+		case len(v) < 2:
+			errs[i] = fmt.Errorf("unexpected reply %v", v)
+		case v[0] == 1:
+			grants++
+			top = max(top, v[1])
+			fences = append(fences, v[1])
+		default:
+			errs[i] = errHeldOnNode
+			if ttl := time.Duration(v[1]) * time.Millisecond; holderTTL < 0 || ttl < holderTTL {
+				holderTTL = ttl
+			}
+		}
+	}
+	ok := grants >= q.majority() && r.cfg.ttl-time.Since(start)-drift(r.cfg.ttl) > 0
+	if ok && slices.ContainsFunc(fences, func(f int64) bool { return f != top }) {
+		ok = q.raiseFences(ctx, r, res, top, errs)
+	}
+	won.Store(ok)
+	close(settled)
+	if ok {
+		r.token = token
+		return newLock(q.c, r, top, start, r.cfg.ttl), -1, nil
+	}
+	for i, x := range res {
+		if x.err != nil || isGrant(x) {
+			q.giveBack(i, r.names, token)
+		}
+	}
+	qe := &QuorumError{Key: r.key, Quorum: q.majority(), Nodes: errs}
+	if ctx.Err() != nil {
+		return nil, holderTTL, fmt.Errorf("%w: %w", qe, ctx.Err())
+	}
+	return nil, holderTTL, qe
+}
+
+func isGrant(r nodeResult) bool {
+	v, _ := r.val.([]int64)
+	return r.err == nil && len(v) >= 3 && v[0] == 1
+}
+
+// giveBack releases, in the background, whatever node i granted token.
+func (q *quorum) giveBack(i int, names keyNames, token string) {
+	q.c.background(func(ctx context.Context) {
+		_ = runRelease(ctx, q.nodes[i], names, token, "PUBLISH", "", true).Err()
+	})
+}
+
+// raiseFences lifts the granting nodes' counters to top, and reports
+// whether a majority holds top afterwards.
+func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, top int64, errs []error) bool {
+	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
+		if !isGrant(acq[i]) {
+			return nil, errHeldOnNode
+		}
+		return raiseFenceScript.Run(ctx, rdb, []string{r.names.fence}, top).Int64()
+	}, nil, nil)
+	ok := 0
+	for i, x := range res {
+		if x.err == nil {
+			ok++
+		} else if errs[i] == nil {
+			errs[i] = fmt.Errorf("raise fence: %w", x.err)
+		}
+	}
+	return ok >= q.majority()
+}
+
+func (q *quorum) release(ctx context.Context, l *Lock) (releaseOutcome, error) {
+	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
+		return runRelease(ctx, rdb, l.names, l.token, "PUBLISH", "", true).Int64Slice()
+	}, nil, nil)
+	held, taken, failed, freed := 0, 0, 0, false
+	for _, x := range res {
+		v, _ := x.val.([]int64)
+		switch out := releaseReply(v); {
+		case x.err != nil:
+			failed++
+		case out == releaseTaken:
+			taken++
+		case out != releaseGone:
+			held++
+			freed = freed || out == releaseFreed
+		}
+	}
+	switch {
+	case held == 0 && failed > 0:
+		return releaseGone, fmt.Errorf("%d nodes unreachable", failed)
+	case held == 0 && taken > 0:
+		return releaseTaken, nil
+	case held == 0:
+		return releaseGone, nil
+	case freed:
+		if n := q.c.existingNotifier(); n != nil {
+			n.deliver(l.names.channel, "r") // the local line need not wait for Redis' notice
+		}
+		return releaseFreed, nil
+	}
+	return releaseHoldsLeft, nil
+}
+
+func (q *quorum) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
+	start := time.Now()
+	res := q.onNodes(ctx, decisionWait(ttl), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
+		return extendScript.Run(ctx, rdb, []string{l.names.lock}, l.token, ttl.Milliseconds()).Int64()
+	}, q.decided(func(r nodeResult) bool { v, _ := r.val.(int64); return r.err == nil && v == 1 }), nil)
+	renewed, notHeld := 0, 0
+	for _, x := range res {
+		switch v, _ := x.val.(int64); {
+		case x.err != nil:
+		case v == 1:
+			renewed++
+		default:
+			notHeld++
+		}
+	}
+	return q.outcome(renewed, notHeld, start, ttl), nil
+}
+
+// outcome turns node counts into an extend outcome: done when a majority
+// renewed in time, gone when too many nodes said "not held" for a majority
+// to be reached, and undecided while nodes are down.
+func (q *quorum) outcome(renewed, notHeld int, start time.Time, ttl time.Duration) extendOutcome {
+	switch {
+	case renewed >= q.majority() && ttl-time.Since(start)-drift(ttl) > 0:
+		return extendDone
+	case notHeld > len(q.nodes)-q.majority():
+		return extendGone
+	}
+	return extendUndecided
+}
+
+// pttl is the lease a majority still has: the quorum-th longest.
+func (q *quorum) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
+	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
+		return pttlScript.Run(ctx, rdb, []string{l.names.lock}, l.token).Int64()
+	}, nil, nil)
+	var ttls []int64
+	for _, x := range res {
+		if v, ok := x.val.(int64); x.err == nil && ok && v >= 0 {
+			ttls = append(ttls, v)
+		}
+	}
+	if len(ttls) < q.majority() {
+		return -1, nil
+	}
+	slices.Sort(ttls)
+	return time.Duration(ttls[len(ttls)-q.majority()]) * time.Millisecond, nil
+}
+
+// renew extends a batch of quorum locks: one pipeline per node, all nodes
+// at once, waiting for the nodes at most decisionWait; a lock is renewed
+// when a majority renewed it within its validity.
+func (q *quorum) renew(batch []*Lock) []renewResult {
+	wait := decisionWait(batch[0].lease())
+	ctx, cancel := context.WithTimeout(context.Background(), wait+cleanupTimeout)
+	defer cancel()
+	start := time.Now()
+	answers := make(chan []renewResult, len(q.nodes))
+	for i, rdb := range q.nodes {
+		go func() {
+			res, _ := pipelineExtend(ctx, rdb, batch, replicaAck{})
+			if needsScriptLoad(res) {
+				_ = extendScript.Load(ctx, rdb).Err()
+				res, _ = pipelineExtend(ctx, rdb, batch, replicaAck{})
+			}
+			q.noteNode(i, firstNetworkError(res))
+			answers <- res
+		}()
+	}
+	renewed, notHeld := make([]int, len(batch)), make([]int, len(batch))
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+collect:
+	for range q.nodes {
+		select {
+		case res := <-answers:
+			for j, x := range res {
+				switch {
+				case x.err != nil:
+				case x.out == extendDone:
+					renewed[j]++
+				default:
+					notHeld[j]++
+				}
+			}
+		case <-timer.C:
+			break collect
+		}
+	}
+	out := make([]renewResult, len(batch))
+	for j, l := range batch {
+		out[j] = renewResult{l: l, start: start, ttl: l.lease(), out: q.outcome(renewed[j], notHeld[j], start, l.lease())}
+		if out[j].out == extendUndecided {
+			out[j].err = fmt.Errorf("renewed on %d of %d nodes, %d needed", renewed[j], len(q.nodes), q.majority())
+		}
+	}
+	return out
+}
+
+func firstNetworkError(res []renewResult) error {
+	for _, x := range res {
+		if x.err != nil {
+			return x.err
+		}
+	}
+	return nil
 }
 
 type nodeResult struct {
@@ -151,44 +447,41 @@ type nodeResult struct {
 	err error
 }
 
-// onNodes runs f on every node at once and waits at most timeout (or until
+type nodeFunc func(context.Context, int, redis.UniversalClient) (any, error)
+
+// onNodes runs f on every node at once and waits at most wait (or until
 // ctx ends) for the answers; a node that has not answered by then counts as
 // failed. If enough is non-nil, it stops waiting as soon as enough says the
 // answers so far decide the outcome; answers after the decision go to late,
-// if set. Each call runs in its own goroutine because a go-redis client
-// without ContextTimeoutEnabled would not stop at the deadline.
-func (c *Client) onNodes(ctx context.Context, timeout time.Duration, f nodeFunc, enough func([]nodeResult) bool, late func(int, nodeResult)) []nodeResult {
-	// Node calls are bounded by timeout only, and the last one to finish
-	// cancels: neither an early decision nor the caller's context ending
-	// after it may cut off a call whose answer (a grant) late still has to
-	// see. The caller's context still ends the wait.
-	parent := ctx
-	ctx, cancel := boundedContext(context.WithoutCancel(parent), timeout)
+// if set, from the node's goroutine.
+//
+// The node calls run under a context of their own, detached from ctx and
+// bounded by wait + cleanupTimeout: neither the decision nor the caller
+// giving up cuts a call off (go-redis drops a connection whose call is cut
+// off, and the call's grant must still be seen). Each call has its own
+// goroutine because a go-redis client without ContextTimeoutEnabled would
+// not stop at the deadline.
+func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, enough func([]nodeResult) bool, late func(int, nodeResult)) []nodeResult {
 	var (
 		mu       sync.Mutex
 		decided  bool
-		res      = make([]nodeResult, len(c.nodes))
-		answered = make(chan struct{}, len(c.nodes))
-		running  atomic.Int32
+		res      = make([]nodeResult, len(q.nodes))
+		answered = make(chan struct{}, len(q.nodes))
 	)
 	for i := range res {
 		res[i].err = errPending
-	}
-	for i := range res {
-		if c.isSuspect(i) {
+		if q.suspect[i].Load() {
 			res[i].err = errSuspect // decided without it, unless it answers first
 		}
 	}
-	running.Store(int32(len(c.nodes)))
-	for i, rdb := range c.nodes {
+	for i, rdb := range q.nodes {
+		q.c.bg.add()
 		go func() {
-			defer func() {
-				if running.Add(-1) == 0 {
-					cancel() // the last call is done: nothing left to bound
-				}
-			}()
-			v, err := f(ctx, i, rdb)
-			c.noteNode(i, err)
+			defer q.c.bg.done()
+			callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+cleanupTimeout)
+			defer cancel()
+			v, err := f(callCtx, i, rdb)
+			q.noteNode(i, err)
 			mu.Lock()
 			if decided {
 				mu.Unlock()
@@ -209,13 +502,15 @@ func (c *Client) onNodes(ctx context.Context, timeout time.Duration, f nodeFunc,
 		out := slices.Clone(res)
 		for i := range out {
 			if out[i].err == errPending || out[i].err == errSuspect {
-				c.noteNode(i, context.DeadlineExceeded)
-				out[i].err = fmt.Errorf("no answer within %v: %w", timeout, context.DeadlineExceeded)
+				q.noteNode(i, context.DeadlineExceeded)
+				out[i].err = fmt.Errorf("no answer within %v: %w", wait, context.DeadlineExceeded)
 			}
 		}
 		return out
 	}
-	for range c.nodes {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for range q.nodes {
 		select {
 		case <-answered:
 			if enough != nil {
@@ -226,273 +521,40 @@ func (c *Client) onNodes(ctx context.Context, timeout time.Duration, f nodeFunc,
 					return decide()
 				}
 			}
-		case <-ctx.Done():
+		case <-timer.C:
 			return decide()
-		case <-parent.Done():
+		case <-ctx.Done():
 			return decide()
 		}
 	}
 	return decide()
 }
 
-type nodeFunc func(context.Context, int, redis.UniversalClient) (any, error)
+// noteNode records whether node i just answered. Redis error replies come
+// from a live node and count as answers.
+func (q *quorum) noteNode(i int, err error) {
+	var reply redis.Error
+	if errors.Is(err, ErrNotObtained) {
+		return // not asked: says nothing about the node
+	}
+	q.suspect[i].Store(err != nil && !errors.As(err, &reply))
+}
 
-// acquireQuorum is attempt for a quorum Client.
-func (c *Client) acquireQuorum(ctx context.Context, key string, cfg lockConfig, token string) (*Lock, time.Duration, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, -1, notObtained(key, err)
-	}
-	names := c.names(key)
-	owner, reentrant := cfg.ownerArgs(token)
-	start := time.Now()
-	granted := func(r nodeResult) bool {
-		v, _ := r.val.([]int64)
-		return r.err == nil && len(v) == 3 && v[0] == 1
-	}
-	// A node that grants after the outcome was decided joins the lock, or is
-	// released at once if the acquire failed.
-	stragglers := &lateGrants{pending: map[int]string{}}
-	releaseOn := func(i int, fence string) {
-		lateCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(cfg.ttl))
-		defer cancel()
-		_ = releaseScript.Run(lateCtx, c.nodes[i], names.all(), owner, fence, names.notice, lineEntryTTL.Milliseconds()).Err()
-	}
-	late := func(i int, r nodeResult) {
-		if granted(r) {
-			if f := strconv.FormatInt(r.val.([]int64)[1], 10); !stragglers.adopt(i, f) {
-				releaseOn(i, f)
+// decided returns an enough func for onNodes: the outcome is known once a
+// majority said yes, or so many said anything else that a majority is out
+// of reach.
+func (q *quorum) decided(yes func(nodeResult) bool) func([]nodeResult) bool {
+	return func(res []nodeResult) bool {
+		ok, no := 0, 0
+		for _, r := range res {
+			switch {
+			case r.err == errPending:
+			case yes(r):
+				ok++
+			default:
+				no++
 			}
 		}
+		return ok >= q.majority() || no > len(q.nodes)-q.majority()
 	}
-	res := c.onNodes(ctx, nodeTimeout(cfg.ttl), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
-		return acquireScript.Run(ctx, rdb, []string{names.lock, names.fence},
-			owner, cfg.ttl.Milliseconds(), reentrant, cfg.meta, start.UnixMilli()).Int64Slice()
-	}, c.decided(granted), late)
-	fences := make([]string, len(res))
-	errs := make([]error, len(res))
-	grants, top, holderTTL := 0, int64(0), time.Duration(-1)
-	for i, r := range res {
-		v, _ := r.val.([]int64)
-		switch {
-		case r.err != nil:
-			errs[i] = r.err
-		case len(v) < 2:
-			errs[i] = fmt.Errorf("unexpected reply %v", v)
-		case v[0] == 1:
-			grants++
-			fences[i] = strconv.FormatInt(v[1], 10)
-			top = max(top, v[1])
-		default:
-			errs[i] = errHeldOnNode
-			if ttl := time.Duration(v[1]) * time.Millisecond; holderTTL < 0 || ttl < holderTTL {
-				holderTTL = ttl
-			}
-		}
-	}
-	if grants >= c.quorum() && cfg.ttl-time.Since(start)-drift(cfg.ttl) > 0 {
-		if err := c.raiseFences(ctx, names, fences, top, cfg.ttl, errs); err == nil {
-			l := newQuorumLock(c, key, names, token, owner, top, fences, cfg, start)
-			stragglers.settle(l)
-			return l, -1, nil
-		}
-	}
-	for i, f := range stragglers.settle(nil) {
-		fences[i] = f
-	}
-	c.releaseNodes(context.WithoutCancel(ctx), names, owner, fences, cfg.ttl)
-	return nil, holderTTL, &QuorumError{Key: key, Quorum: c.quorum(), Nodes: errs}
-}
-
-// raiseFences lifts the granting nodes' counters to top when they differ,
-// and fails unless a majority holds top afterwards.
-func (c *Client) raiseFences(ctx context.Context, names keyNames, fences []string, top int64, ttl time.Duration, errs []error) error {
-	topS := strconv.FormatInt(top, 10)
-	behind := false
-	for _, f := range fences {
-		behind = behind || (f != "" && f != topS)
-	}
-	if !behind {
-		return nil
-	}
-	res := c.onNodes(ctx, nodeTimeout(ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
-		if fences[i] == "" {
-			return nil, errHeldOnNode
-		}
-		return raiseFenceScript.Run(ctx, rdb, []string{names.fence}, top).Int64()
-	}, nil, nil)
-	ok := 0
-	for i, r := range res {
-		if r.err == nil {
-			ok++
-		} else if errs[i] == nil {
-			errs[i] = fmt.Errorf("raise fence: %w", r.err)
-		}
-	}
-	if ok < c.quorum() {
-		return errors.New("fence not raised on a majority")
-	}
-	return nil
-}
-
-// releaseNodes runs the release script on every node that granted (fences[i]
-// set), and reports how many still held the grant.
-func (c *Client) releaseNodes(ctx context.Context, names keyNames, owner string, fences []string, ttl time.Duration) (held, failed int) {
-	res := c.onNodes(ctx, nodeTimeout(ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
-		if fences[i] == "" {
-			return []any{int64(-1)}, nil
-		}
-		return releaseScript.Run(ctx, rdb, names.all(), owner, fences[i], names.notice, lineEntryTTL.Milliseconds()).Slice()
-	}, nil, nil)
-	for _, r := range res {
-		v, _ := r.val.([]any)
-		switch {
-		case r.err != nil:
-			failed++
-		case len(v) > 0 && v[0].(int64) >= 0:
-			held++
-		}
-	}
-	return held, failed
-}
-
-func (l *Lock) releaseQuorum(ctx context.Context) error {
-	held, failed := l.client.releaseNodes(ctx, l.names, l.owner, l.fences(), l.lease())
-	if held == 0 && failed > 0 {
-		return fmt.Errorf("distlock: release %q: %d nodes unreachable", l.key, failed)
-	}
-	if held == 0 {
-		l.end(lost, ErrExpired)
-		return ErrNotHeld
-	}
-	l.client.tellWaiters(l.names, []any{int64(0)})
-	l.end(released, ErrReleased)
-	return nil
-}
-
-// extendNodes runs the extend script on the granting nodes and counts the
-// replies: renewed (1), not held (0 or -1) and failed.
-func (c *Client) extendNodes(ctx context.Context, names keyNames, owner string, fences []string, ttl time.Duration) (renewed, notHeld int) {
-	res := c.onNodes(ctx, nodeTimeout(ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
-		if fences[i] == "" {
-			return int64(0), nil
-		}
-		return extendScript.Run(ctx, rdb, []string{names.lock}, owner, fences[i], ttl.Milliseconds()).Int64()
-	}, c.decided(func(r nodeResult) bool { v, _ := r.val.(int64); return r.err == nil && v == 1 }), nil)
-	for _, r := range res {
-		switch v, _ := r.val.(int64); {
-		case r.err != nil:
-		case v == 1:
-			renewed++
-		default:
-			notHeld++
-		}
-	}
-	return renewed, notHeld
-}
-
-// quorumOutcome turns node counts into the renewal reply: 1 when a majority
-// renewed, 0 when a majority can no longer be reached because too many nodes
-// said "not held", and an error when it is still undecided (nodes down).
-func (c *Client) quorumOutcome(renewed, notHeld int, start time.Time, ttl time.Duration) (int64, error) {
-	switch {
-	case renewed >= c.quorum() && ttl-time.Since(start)-drift(ttl) > 0:
-		return 1, nil
-	case notHeld > len(c.nodes)-c.quorum():
-		return 0, nil
-	}
-	return 0, fmt.Errorf("renewed on %d of %d nodes, %d needed", renewed, len(c.nodes), c.quorum())
-}
-
-func (l *Lock) extendQuorum(ctx context.Context, ttl time.Duration) (int64, error) {
-	start := time.Now()
-	renewed, notHeld := l.client.extendNodes(ctx, l.names, l.owner, l.fences(), ttl)
-	return l.client.quorumOutcome(renewed, notHeld, start, ttl)
-}
-
-// pttlQuorum is the lease a majority still has: the quorum-th longest.
-func (l *Lock) pttlQuorum(ctx context.Context) (int64, error) {
-	c := l.client
-	fences := l.fences()
-	res := c.onNodes(ctx, nodeTimeout(l.lease()), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
-		if fences[i] == "" {
-			return int64(-3), nil
-		}
-		return pttlScript.Run(ctx, rdb, []string{l.names.lock}, l.owner, fences[i]).Int64()
-	}, nil, nil)
-	var ttls []int64
-	for _, r := range res {
-		if v, ok := r.val.(int64); r.err == nil && ok && v >= 0 {
-			ttls = append(ttls, v)
-		}
-	}
-	if len(ttls) < c.quorum() {
-		return -3, nil
-	}
-	slices.Sort(ttls)
-	return ttls[len(ttls)-c.quorum()], nil
-}
-
-func newQuorumLock(c *Client, key string, names keyNames, token, owner string, fence int64, fences []string, cfg lockConfig, start time.Time) *Lock {
-	l := newLock(c, key, names, token, owner, fence, cfg)
-	l.nodeFences = fences
-	return l.granted(start)
-}
-
-func (l *Lock) lease() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl
-}
-
-func boundedContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, d)
-}
-
-// fences returns a copy of the per-node fences; late grants add to them.
-func (l *Lock) fences() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.nodeFences)
-}
-
-// lateGrants collects grants that arrive after a quorum acquire decided, so
-// that the lock holds (and renews, and releases) every node that granted.
-type lateGrants struct {
-	mu      sync.Mutex
-	settled bool
-	lock    *Lock
-	pending map[int]string
-}
-
-// adopt takes a late grant; false means the acquire failed: release it.
-func (g *lateGrants) adopt(i int, fence string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case !g.settled:
-		g.pending[i] = fence
-	case g.lock != nil:
-		g.lock.mu.Lock()
-		g.lock.nodeFences[i] = fence
-		g.lock.mu.Unlock()
-	default:
-		return false
-	}
-	return true
-}
-
-// settle records the outcome (l nil: failed) and returns the grants that
-// came before it, which the caller releases when the acquire failed.
-func (g *lateGrants) settle(l *Lock) map[int]string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.settled, g.lock = true, l
-	if l != nil {
-		l.mu.Lock()
-		for i, f := range g.pending {
-			l.nodeFences[i] = f
-		}
-		l.mu.Unlock()
-	}
-	return g.pending
 }

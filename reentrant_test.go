@@ -18,14 +18,11 @@ import (
 // holdCount is the lock's hold count in Redis, 0 when the lock is free.
 func holdCount(t *testing.T, rdb *redis.Client, key string) int {
 	t.Helper()
-	n, err := rdb.HGet(context.Background(), "distlock:{"+key+"}", "count").Int()
-	if errors.Is(err, redis.Nil) {
-		return 0
-	}
+	info, err := distlock.New(rdb).Inspect(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return int(info.Count)
 }
 
 func TestReentrantCountsHolds(t *testing.T) {

@@ -2,21 +2,15 @@ package distlock
 
 import (
 	"container/heap"
-	"context"
 	"fmt"
 	"math"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // maxRenewBatch bounds one renewal pipeline, so a slow batch does not delay
 // every other lock.
 const maxRenewBatch = 512
-
-// closedCause is why locks end when their Client closes.
-var closedCause = fmt.Errorf("%w: %w", ErrLost, ErrClosed)
 
 // renewer is the one scheduler per Client behind every Lock: it renews due
 // leases in pipelined batches and fires the loss signal of any lock whose
@@ -25,9 +19,7 @@ var closedCause = fmt.Errorf("%w: %w", ErrLost, ErrClosed)
 // on Redis so that deadlines fire even while Redis hangs, and one worker that
 // sends batches.
 type renewer struct {
-	client *Client
-	rdb    redis.UniversalClient
-	ack    replicaAck
+	b backend
 
 	mu      sync.Mutex
 	pending []*Lock
@@ -42,18 +34,16 @@ type renewer struct {
 }
 
 type renewResult struct {
-	l       *Lock
-	start   time.Time
-	reply   int64 // 1 renewed, 0 gone, -1 taken
-	err     error
-	unacked bool // renewed on the master, but too few replicas acknowledged
+	l     *Lock
+	start time.Time     // when the renewal was sent
+	ttl   time.Duration // the lease it asked for
+	out   extendOutcome
+	err   error
 }
 
 func startRenewer(c *Client) *renewer {
 	r := &renewer{
-		client:  c,
-		rdb:     c.rdb,
-		ack:     c.ack,
+		b:       c.b,
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -187,76 +177,13 @@ func (r *renewer) takePending() []*Lock {
 func (r *renewer) work(done chan struct{}) {
 	defer close(done)
 	for batch := range r.batches {
-		res := r.renewBatch(batch)
+		res := r.b.renew(batch)
 		select {
 		case r.results <- res:
 		case <-r.quit:
 			return
 		}
 	}
-}
-
-// renewBatch extends every lock of the batch in one pipeline. Its context
-// ends at the earliest validity deadline of the batch: past it the scheduler
-// has already declared that lock lost.
-func (r *renewer) renewBatch(batch []*Lock) []renewResult {
-	if r.client.isQuorum() {
-		return r.renewQuorum(batch)
-	}
-	deadline := time.Now().Add(time.Second)
-	for _, l := range batch {
-		if v := l.validUntil(); v.Before(deadline) {
-			deadline = v
-		}
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	start := time.Now()
-	cmds, wait := r.pipelineExtend(ctx, r.rdb, batch, singleFence)
-	if needsScriptLoad(cmds) {
-		// A restarted or failed-over server lost the script cache: load it
-		// once and repeat, rather than sending the full script per lock.
-		_ = extendScript.Load(ctx, r.rdb).Err()
-		start = time.Now()
-		cmds, wait = r.pipelineExtend(ctx, r.rdb, batch, singleFence)
-	}
-	unacked := wait != nil && (wait.Err() != nil || wait.Val() < int64(r.ack.replicas))
-	res := make([]renewResult, len(batch))
-	for i, l := range batch {
-		v, err := cmds[i].Int64()
-		res[i] = renewResult{l: l, start: start, reply: v, err: err, unacked: unacked && v == 1}
-	}
-	return res
-}
-
-// pipelineExtend sends the batch's extends, and with replica
-// acknowledgement on, one WAIT after them that covers them all.
-// fence(l) is the fence the node compares; locks it returns "" for are
-// skipped (their cmds entry stays nil).
-func (r *renewer) pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Lock, fence func(*Lock) string) ([]*redis.Cmd, *redis.IntCmd) {
-	cmds := make([]*redis.Cmd, len(batch))
-	var wait *redis.IntCmd
-	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, l := range batch {
-			if f := fence(l); f != "" {
-				cmds[i] = extendScript.EvalSha(ctx, p, []string{l.names.lock}, l.owner, f, l.leaseMillis())
-			}
-		}
-		if r.ack.replicas > 0 {
-			wait = r.ack.queueWait(ctx, p)
-		}
-		return nil
-	})
-	return cmds, wait
-}
-
-func needsScriptLoad(cmds []*redis.Cmd) bool {
-	for _, c := range cmds {
-		if c != nil && isNoScript(c.Err()) {
-			return true
-		}
-	}
-	return false
 }
 
 // nextEvent is when the scheduler must look at l again: its renewal time,
@@ -270,9 +197,9 @@ func (l *Lock) nextEvent() time.Time {
 	return l.valid
 }
 
-// due reports whether l should be renewed now; a lock past its validity
-// deadline is declared lost instead.
-func (l *Lock) due(now time.Time) bool {
+// dueForRenewal reports whether l should be renewed now; a lock past its
+// validity deadline is ended as lost instead.
+func (l *Lock) dueForRenewal(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state != held {
@@ -307,16 +234,16 @@ func (l *Lock) applyRenewal(x renewResult) {
 		return
 	}
 	switch {
-	case x.err != nil:
+	case x.err != nil || x.out == extendUndecided:
 		l.lastErr = x.err
 		// Retry soon, but not in a tight loop against a failing server.
 		l.renewAt = time.Now().Add(max(l.ttl/10, time.Millisecond))
-	case x.unacked:
-		l.endLocked(lost, notReplicatedCause)
-	case x.reply == 1:
-		l.confirmLocked(x.start)
+	case x.out != extendDone:
+		l.endLocked(lost, lossCause(x.out))
+	case x.ttl != l.ttl:
+		l.renewAt = time.Now() // Extend changed the lease meanwhile: renew with it
 	default:
-		l.endLocked(lost, extendCause(x.reply))
+		l.confirmLocked(x.start)
 	}
 }
 
@@ -372,7 +299,7 @@ func (s *schedule) popDue(now time.Time, queue []*Lock) []*Lock {
 	var again []*Lock
 	for len(*s) > 0 && !(*s)[0].heapAt.After(now) {
 		l := heap.Pop(s).(*Lock)
-		if l.due(now) {
+		if l.dueForRenewal(now) {
 			queue = append(queue, l)
 		}
 		if l.isHeld() {

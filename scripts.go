@@ -1,14 +1,20 @@
 package distlock
 
 import (
+	"context"
 	_ "embed"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Each script is one atomic Redis call; go-redis runs it with EVALSHA and
-// falls back to EVAL on NOSCRIPT, so the fast path is one round trip.
+// Each lock operation is one script call: go-redis sends it with EVALSHA
+// and falls back to EVAL on NOSCRIPT, so the fast path is one round trip.
+// The scripts that read a lock start with lib.lua, which defines its
+// layout; each file opens with its KEYS/ARGV contract.
 var (
+	//go:embed lua/lib.lua
+	libSource string
 	//go:embed lua/acquire.lua
 	acquireSource string
 	//go:embed lua/release.lua
@@ -17,19 +23,37 @@ var (
 	extendSource string
 	//go:embed lua/pttl.lua
 	pttlSource string
-	//go:embed lua/acquire_fair.lua
-	acquireFairSource string
-	//go:embed lua/leave.lua
-	leaveSource string
-	// handoffSource defines the functions that hand a freed lock to the next
-	// waiter in line; the scripts that free a lock start with it.
-	//go:embed lua/handoff.lua
-	handoffSource string
+	//go:embed lua/inspect.lua
+	inspectSource string
+	//go:embed lua/force_release.lua
+	forceReleaseSource string
+	//go:embed lua/raise_fence.lua
+	raiseFenceSource string
 
-	acquireScript     = redis.NewScript(acquireSource)
-	releaseScript     = redis.NewScript(handoffSource + releaseSource)
-	acquireFairScript = redis.NewScript(handoffSource + acquireFairSource)
-	leaveScript       = redis.NewScript(handoffSource + leaveSource)
-	extendScript      = redis.NewScript(extendSource)
-	pttlScript        = redis.NewScript(pttlSource)
+	acquireScript      = redis.NewScript(libSource + acquireSource)
+	releaseScript      = redis.NewScript(libSource + releaseSource)
+	extendScript       = redis.NewScript(libSource + extendSource)
+	pttlScript         = redis.NewScript(libSource + pttlSource)
+	forceReleaseScript = redis.NewScript(libSource + forceReleaseSource)
+	inspectScript      = redis.NewScript(inspectSource)
+	raiseFenceScript   = redis.NewScript(raiseFenceSource)
+)
+
+// handoffLease is the first lease of a lock handed to a waiter (see
+// handoff in lua/lib.lua); the grantee's renewal raises it to its TTL.
+const handoffLease = 2 * time.Second
+
+// runRelease runs release.lua: it drops token's hold of the lock names
+// (first dropping entry from the line, if not ""), hands a freed lock to the
+// next waiter, and with announce publishes "r" on the lock's shared channel
+// when the lock is freed without a handoff.
+func runRelease(ctx context.Context, rdb redis.Scripter, names keyNames, token, pub, entry string, announce bool) *redis.Cmd {
+	return releaseScript.Run(ctx, rdb, names.scriptKeys(), token, pub, nowMillis(), entry, boolArg(announce), handoffLease.Milliseconds())
+}
+
+// Acquire modes (ARGV[6] of acquire.lua).
+const (
+	modeTry  = "t" // take it if free
+	modeJoin = "j" // take it if free, else join the line
+	modeFair = "f" // take it if free and nobody is ahead in line, else join
 )

@@ -224,12 +224,12 @@ func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 	t.Logf("Sentinel failover %s→%s (old master re-attached) %v after the acquire", old.Addr, newMaster.Addr, time.Since(acquired))
 
 	nm := s.Admin(newMaster)
-	h, err := nm.HGetAll(ctx, "distlock:{leader}").Result()
+	h, err := distlock.New(nm).Inspect(ctx, "leader")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h["owner"] != l.Token() || h["fence"] != strconv.FormatInt(l.Fence(), 10) {
-		t.Fatalf("new master holds %v, want owner %s fence %d", h, l.Token(), l.Fence())
+	if h.Owner != l.Token() || h.Fence != l.Fence() {
+		t.Fatalf("new master holds %+v, want owner %s fence %d", h, l.Token(), l.Fence())
 	}
 	b := distlock.New(s.FailoverClient(t))
 	t.Cleanup(func() { b.Close() })

@@ -1,25 +1,85 @@
--- acquire: take a free lock, or take it again as the same owner (reentrant).
--- KEYS[1] lock hash   {owner, count, fence, meta, since}
--- KEYS[2] fence counter (never expires, so fences never repeat for a key)
--- ARGV[1] owner       token, or the caller's owner id when reentrant
--- ARGV[2] ttl         lease in milliseconds
--- ARGV[3] reentrant   "1" lets the same owner take the lock again
--- ARGV[4] meta        holder metadata (host, pid)
--- ARGV[5] since       holder's clock in unix milliseconds
--- returns {1, fence, count} when held, {0, pttl} when another owner holds it.
-local owner = redis.call('HGET', KEYS[1], 'owner')
-if not owner then
-  local fence = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'count', 1, 'fence', fence,
-    'meta', ARGV[4], 'since', ARGV[5])
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, fence, 1}
-end
-if ARGV[3] == '1' and owner == ARGV[1] then
-  local count = redis.call('HINCRBY', KEYS[1], 'count', 1)
-  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+-- acquire: one attempt to take the lock (after lib.lua).
+-- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] line
+-- ARGV[1] token   this Lock call
+-- ARGV[2] ttl     lease in ms
+-- ARGV[3] owner   WithOwner id, "" when not reentrant
+-- ARGV[4] tail    "<#owner>:<owner><meta>"
+-- ARGV[5] since   the caller's clock, unix ms
+-- ARGV[6] mode    "t": try only; "j": join the line if held; "f": fair,
+--                 join the line unless first in it
+-- ARGV[7] entry   the caller's line entry (modes j and f)
+-- ARGV[8] again   "1" when the caller may be in line already (a re-ask)
+-- ARGV[9] pub     "PUBLISH" or "SPUBLISH", for a handoff in fair mode
+-- ARGV[10] linettl how long the line lives without a re-ask, ms
+-- ARGV[11] claim  first lease of a handoff in fair mode, ms
+-- returns {1, fence, holds} when the caller holds the lock ({1, fence, 1,
+-- 1} when a handoff gave it to the caller before this call), else {0, lease
+-- left in ms} (and the caller is in line in modes j and f).
+local token, ttl, owner, tail, since, mode, entry, again =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+
+-- held answers for a lock held now (value v): taken again by its owner,
+-- handed to this caller already, or not obtained (nil).
+local function held(v)
+  local fence, s, holds, line, t = parse(v)
+  if holds == token then
+    return {1, tonumber(fence), 1, 1}
   end
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), count}
+  if owner ~= '' and owner_of(t) == owner then
+    holds = holds .. ',' .. token
+    redis.call('SET', KEYS[1], grant(fence, s, holds, line, t), 'KEEPTTL')
+    if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
+      redis.call('PEXPIRE', KEYS[1], ttl)
+    end
+    return {1, tonumber(fence), count_holds(holds)}
+  end
+  return nil, line
 end
-return {0, redis.call('PTTL', KEYS[1])}
+
+if mode == 't' then
+  -- The common case, a free lock, costs two calls. A fence drawn for an
+  -- attempt that fails is skipped: fences only need to increase.
+  local fence = redis.call('INCR', KEYS[2])
+  local old = redis.call('SET', KEYS[1], grant(fence, since, token, '0', tail), 'NX', 'GET', 'PX', ttl)
+  if not old then
+    return {1, fence, 1}
+  end
+  return held(old) or {0, redis.call('PTTL', KEYS[1])}
+end
+
+local v = redis.call('GET', KEYS[1])
+if not v and mode == 'f' then
+  local head = redis.call('LINDEX', KEYS[3], 0)
+  if head and head ~= entry then
+    -- Free, but others came first (its holder died): the head takes it.
+    if handoff(ARGV[9], since, ARGV[11]) then
+      v = redis.call('GET', KEYS[1])
+    end
+  end
+end
+if v then
+  local r, line = held(v)
+  if r then
+    return r
+  end
+  if again ~= '1' or not redis.call('LPOS', KEYS[3], entry) then
+    if redis.call('RPUSH', KEYS[3], entry) == 1 or again == '1' then
+      redis.call('PEXPIRE', KEYS[3], ARGV[10])
+    end
+  end
+  if line == '0' then
+    local f, s, h, _, t = parse(v)
+    redis.call('SET', KEYS[1], grant(f, s, h, '1', t), 'KEEPTTL')
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local line = '0'
+if again == '1' then
+  redis.call('LREM', KEYS[3], 1, entry)
+  line = '1'
+elseif redis.call('EXISTS', KEYS[3]) == 1 then
+  line = '1'
+end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], grant(fence, since, token, line, tail), 'PX', ttl)
+return {1, fence, 1}

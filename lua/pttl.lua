@@ -1,10 +1,12 @@
--- pttl: the remaining lease of a lock this grant still holds.
--- KEYS[1] lock hash
--- ARGV[1] owner
--- ARGV[2] fence
--- returns the lease left in milliseconds, or -3 when not held.
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
-if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then
-  return -3
+-- pttl: the lease left of a lock this hold still has (after lib.lua).
+-- KEYS[1] lock
+-- ARGV[1] token
+-- returns the lease left in ms, or -3 when not held.
+local v = redis.call('GET', KEYS[1])
+if v then
+  local _, _, holds = parse(v)
+  if holds and holds_token(holds, ARGV[1]) then
+    return redis.call('PTTL', KEYS[1])
+  end
 end
-return redis.call('PTTL', KEYS[1])
+return -3

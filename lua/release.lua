@@ -1,24 +1,37 @@
--- release: drop one hold; the last hold frees the lock, hands it to the
--- first live waiter in line if any, and tells waiters.
--- KEYS[1..5] as in handoff.lua
--- ARGV[1] owner
--- ARGV[2] fence       identifies the grant, so a stale holder that shares an
---                     owner id with a later grant cannot release it
--- ARGV[3] notice      "PUBLISH <channel>" or "SPUBLISH <channel>"
--- ARGV[4] claim       first lease of a handed-off grant, in milliseconds
--- returns {-1} when not held, {holds left} while held, {0} when freed,
--- {0, fence, token} when handed to the waiter with that token.
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
-if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then
+-- release: drop one hold (after lib.lua); the last one frees the lock,
+-- handing it to the first waiter still listening. Also how a caller that
+-- gave up leaves: it drops its line entry and any grant made to it.
+-- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] line
+-- ARGV[1] token   the hold to drop
+-- ARGV[2] pub     "PUBLISH" or "SPUBLISH"
+-- ARGV[3] since   the caller's clock, unix ms: the time of a handoff
+-- ARGV[4] entry   line entry to drop first, "" for none
+-- ARGV[5] notify  "1": publish "r" on "<lock>:released" when freed
+-- ARGV[6] claim   first lease of a handoff, ms
+-- returns {-1} when the lock is gone, {-2} when another grant holds it,
+-- {holds left}, {0} when freed, or {0, fence} when handed over with that
+-- fence.
+if ARGV[4] ~= '' then
+  redis.call('LREM', KEYS[3], 1, ARGV[4])
+end
+local v = redis.call('GET', KEYS[1])
+if not v then
   return {-1}
 end
-local left = redis.call('HINCRBY', KEYS[1], 'count', -1)
-if left > 0 then
-  return {left}
+local fence, since, holds, line, tail = parse(v)
+if holds ~= ARGV[1] then
+  local rest = holds and drop_hold(holds, ARGV[1])
+  if not rest then
+    return {-2}
+  end
+  redis.call('SET', KEYS[1], grant(fence, since, rest, line, tail), 'KEEPTTL')
+  return {count_holds(rest)}
 end
-redis.call('DEL', KEYS[1])
-local grant = handoff(ARGV[3], tonumber(ARGV[4]))
-if grant then
-  return {0, grant[1], grant[2]}
+local f = free(line, ARGV[2], ARGV[3], ARGV[6])
+if f then
+  return {0, f}
+end
+if ARGV[5] == '1' then
+  redis.call(ARGV[2], KEYS[1] .. ':released', 'r')
 end
 return {0}

@@ -97,7 +97,7 @@ func cmdRelease(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	var removed distlock.LockInfo
 	if cfg.yes {
-		removed, err = conn.locks.ForceRelease(ctx, cfg.key)
+		removed, err = conn.locks.ForceRelease(ctx, cfg.key, 0)
 	} else {
 		var seen distlock.LockInfo
 		seen, err = conn.locks.Inspect(ctx, cfg.key)
@@ -110,7 +110,7 @@ func cmdRelease(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			cancel()
 			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			removed, err = conn.locks.ForceReleaseGrant(ctx, cfg.key, seen.Fence)
+			removed, err = conn.locks.ForceRelease(ctx, cfg.key, seen.Fence)
 		} else if err == nil {
 			err = fmt.Errorf("%w: %q is free", distlock.ErrNotHeld, cfg.key)
 		}

@@ -1,4 +1,12 @@
-package distlock
+// Package fence protects data from a lock holder that lost its lock without
+// knowing it: a process paused (GC, VM stall, SIGSTOP) past its lease, whose
+// loss signal came too late. Every grant of a distlock lock carries a fence,
+// strictly greater than the fence of every earlier grant of that lock; a
+// Guard writes to a Redis key only with a fence at least the highest one the
+// key has accepted, in the same script as the write, and otherwise returns
+// ErrStale. For data outside Redis, keep the fence with the data and write
+// with a condition (see examples/sqlfence).
+package fence
 
 import (
 	"context"
@@ -9,20 +17,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrStaleFence is returned by a FenceGuard write whose fence is below the
+// ErrStale is returned by a Guard write whose fence is below the
 // highest fence the resource has already accepted: the writer's lock was
 // lost, and a later holder has written since. Nothing was written.
-var ErrStaleFence = errors.New("distlock: stale fence")
+var ErrStale = errors.New("fence: stale fence")
 
 var (
-	//go:embed lua/guard_set.lua
+	//go:embed lua/set.lua
 	guardSetSource string
-	//go:embed lua/guard_hset.lua
+	//go:embed lua/hset.lua
 	guardHSetSource string
-	//go:embed lua/guard_run.lua
+	//go:embed lua/run.lua
 	guardRunSource string
 
 	guardSetScript  = redis.NewScript(guardSetSource)
@@ -32,39 +41,41 @@ var (
 // guardPrefix starts the name of every fence marker key.
 const guardPrefix = "distlock:guard:"
 
-// FenceGuard writes to Redis keys on behalf of lock holders, accepting a
-// write only if its fence (Lock.Fence) is at least the highest fence the
+// Guard writes to Redis keys on behalf of lock holders, accepting a write
+// only if its fence (distlock.Lock.Fence) is at least the highest fence the
 // key has seen, in the same atomic script as the write. A holder that was
-// paused past its lease, and so missed its loss signal, gets ErrStaleFence
-// instead of overwriting the next holder's work.
+// paused past its lease, and so missed its loss signal, gets ErrStale
+// instead of overwriting the next holder's work. Guard each resource with
+// the fences of one lock: fences rise across all grants of a lock, but two
+// locks may draw them from different counters.
 //
-// The highest fence of a key K is kept in a marker key, FenceMarker(K), that
+// The highest fence of a key K is kept in a marker key, Marker(K), that
 // never expires, so a stale holder stays refused even after K is deleted or
 // expires. The marker shares K's Redis Cluster slot, so guarded writes work
 // on Cluster: with T the hash tag of K (the text between its first '{' and
 // the next '}') or K itself if it has none, the marker is
-// "distlock:guard:{T}:K". Every key a GuardedScript touches must be in the
+// "distlock:guard:{T}:K". Every key a Script touches must be in the
 // slot of its first key, as for any Redis script.
-type FenceGuard struct {
+type Guard struct {
 	rdb redis.Scripter
 }
 
-// NewFenceGuard returns a guard that writes through rdb, a client (not a
-// pipeline: a pipelined write would report ErrStaleFence as a plain Redis
-// error). A nil rdb gives a guard whose methods return ErrNilClient.
-func NewFenceGuard(rdb redis.Scripter) *FenceGuard {
-	return &FenceGuard{rdb: rdb}
+// NewGuard returns a guard that writes through rdb, a client (not a
+// pipeline: a pipelined write would report ErrStale as a plain Redis
+// error). A nil rdb gives a guard whose methods return distlock.ErrNilClient.
+func NewGuard(rdb redis.Scripter) *Guard {
+	return &Guard{rdb: rdb}
 }
 
 // Set sets the string key to value, with expiry ttl (0: none), if fence is
 // not stale for key.
-func (g *FenceGuard) Set(ctx context.Context, fence int64, key string, value any, ttl time.Duration) error {
+func (g *Guard) Set(ctx context.Context, fence int64, key string, value any, ttl time.Duration) error {
 	marker, err := g.check(fence, key)
 	if err != nil {
 		return err
 	}
 	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
-		return fmt.Errorf("%w: %v is neither 0 nor at least 1ms", ErrInvalidTTL, ttl)
+		return fmt.Errorf("%w: %v is neither 0 nor at least 1ms", distlock.ErrInvalidTTL, ttl)
 	}
 	err = guardSetScript.Run(ctx, g.rdb, []string{marker, key}, fence, value, ttl.Milliseconds()).Err()
 	return guardErr(err, "set", key, fence)
@@ -72,7 +83,7 @@ func (g *FenceGuard) Set(ctx context.Context, fence int64, key string, value any
 
 // HSet sets field of the hash key to value if fence is not stale for key.
 // The fence is per hash, not per field: a hash is one resource.
-func (g *FenceGuard) HSet(ctx context.Context, fence int64, key, field string, value any) error {
+func (g *Guard) HSet(ctx context.Context, fence int64, key, field string, value any) error {
 	marker, err := g.check(fence, key)
 	if err != nil {
 		return err
@@ -84,9 +95,9 @@ func (g *FenceGuard) HSet(ctx context.Context, fence int64, key, field string, v
 // Run runs s with keys and args if fence is not stale for keys[0], and
 // returns its reply. The fence check, the body and the marker update are one
 // script call; the marker advances only if the body returns without error.
-func (g *FenceGuard) Run(ctx context.Context, s *GuardedScript, fence int64, keys []string, args ...any) *redis.Cmd {
+func (g *Guard) Run(ctx context.Context, s *Script, fence int64, keys []string, args ...any) *redis.Cmd {
 	if s == nil || len(keys) == 0 {
-		return failedCmd(ctx, fmt.Errorf("%w: a guarded script needs a script and at least one key", ErrInvalidOption))
+		return failedCmd(ctx, fmt.Errorf("%w: a guarded script needs a script and at least one key", distlock.ErrInvalidOption))
 	}
 	marker, err := g.check(fence, keys[0])
 	if err != nil {
@@ -99,32 +110,32 @@ func (g *FenceGuard) Run(ctx context.Context, s *GuardedScript, fence int64, key
 	return cmd
 }
 
-// GuardedScript is a Lua script body for FenceGuard.Run. Create it once, as
+// Script is a Lua script body for Guard.Run. Create it once, as
 // with redis.NewScript: it is sent by its SHA1 after the first call.
-type GuardedScript struct {
+type Script struct {
 	script *redis.Script
 }
 
-// NewGuardedScript wraps body, Lua code that sees its own KEYS and ARGV (as
+// NewScript wraps body, Lua code that sees its own KEYS and ARGV (as
 // passed to Run) and may return a value, into a script that runs it only
 // after the fence check. The body must not be a Redis function or carry a
 // shebang line.
-func NewGuardedScript(body string) *GuardedScript {
+func NewScript(body string) *Script {
 	src := "local function guarded_body(KEYS, ARGV)\n" + body + "\nend\n" + guardRunSource
-	return &GuardedScript{script: redis.NewScript(src)}
+	return &Script{script: redis.NewScript(src)}
 }
 
-// FenceMarker returns the key where a FenceGuard keeps the highest fence
-// accepted for key (see FenceGuard). It returns ErrInvalidKey for an empty
+// Marker returns the key where a Guard keeps the highest fence
+// accepted for key (see Guard). It returns distlock.ErrInvalidKey for an empty
 // key, and for a key with a '}' but no hash tag, whose slot no marker name
 // can be made to share.
-func FenceMarker(key string) (string, error) {
+func Marker(key string) (string, error) {
 	if key == "" {
-		return "", fmt.Errorf("%w: empty key", ErrInvalidKey)
+		return "", fmt.Errorf("%w: empty key", distlock.ErrInvalidKey)
 	}
 	tag := hashTag(key)
 	if tag == key && strings.Contains(key, "}") {
-		return "", fmt.Errorf("%w: %q has a '}' but no hash tag; give it one, e.g. {%s}", ErrInvalidKey, key, strings.ReplaceAll(key, "}", ""))
+		return "", fmt.Errorf("%w: %q has a '}' but no hash tag; give it one, e.g. {%s}", distlock.ErrInvalidKey, key, strings.ReplaceAll(key, "}", ""))
 	}
 	return guardPrefix + "{" + tag + "}:" + key, nil
 }
@@ -140,17 +151,17 @@ func hashTag(key string) string {
 	return key
 }
 
-func (g *FenceGuard) check(fence int64, key string) (string, error) {
-	if g == nil || isNilScripter(g.rdb) {
-		return "", ErrNilClient
+func (g *Guard) check(fence int64, key string) (string, error) {
+	if g == nil || isNil(g.rdb) {
+		return "", distlock.ErrNilClient
 	}
 	if fence <= 0 {
-		return "", fmt.Errorf("%w: fence %d is not positive (fences start at 1)", ErrInvalidOption, fence)
+		return "", fmt.Errorf("%w: fence %d is not positive (fences start at 1)", distlock.ErrInvalidOption, fence)
 	}
-	return FenceMarker(key)
+	return Marker(key)
 }
 
-func isNilScripter(rdb redis.Scripter) bool {
+func isNil(rdb redis.Scripter) bool {
 	if rdb == nil {
 		return true
 	}
@@ -158,7 +169,7 @@ func isNilScripter(rdb redis.Scripter) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// guardErr returns ErrStaleFence for the scripts' stale-fence reply and wraps
+// guardErr returns ErrStale for the scripts' stale-fence reply and wraps
 // any other error.
 func guardErr(err error, op, key string, fence int64) error {
 	if err == nil {
@@ -171,7 +182,7 @@ func guardErr(err error, op, key string, fence int64) error {
 }
 
 // staleFence turns the "STALEFENCE <highest>" error reply of the guard
-// scripts into ErrStaleFence; for any other err it returns nil.
+// scripts into ErrStale; for any other err it returns nil.
 func staleFence(err error, op, key string, fence int64) error {
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {
@@ -181,7 +192,7 @@ func staleFence(err error, op, key string, fence int64) error {
 	if !ok {
 		return nil
 	}
-	return fmt.Errorf("%w: %s %q with fence %d, below %s", ErrStaleFence, op, key, fence, high)
+	return fmt.Errorf("%w: %s %q with fence %d, below %s", ErrStale, op, key, fence, high)
 }
 
 func failedCmd(ctx context.Context, err error) *redis.Cmd {

@@ -1,22 +1,61 @@
-package distlock_test
+package fence_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
+// exampleAddr is the redis-server that TestMain starts for the examples.
+var exampleAddr string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "distlock-fence")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv, err := redistest.Launch(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fence tests:", err)
+		os.Exit(1)
+	}
+	exampleAddr = srv.Addr
+	code := m.Run()
+	srv.Kill()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func setup(t *testing.T) (*distlock.Client, *redis.Client, *redistest.Server) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := distlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	return c, rdb, srv
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func TestGuardSet(t *testing.T) {
 	_, rdb, _ := setup(t)
 	ctx := ctxT(t, 5*time.Second)
-	g := distlock.NewFenceGuard(rdb)
+	g := fence.NewGuard(rdb)
 	steps := []struct {
 		fence int64
 		value string
@@ -33,7 +72,7 @@ func TestGuardSet(t *testing.T) {
 	want := ""
 	for _, s := range steps {
 		err := g.Set(ctx, s.fence, "report", s.value, 0)
-		if s.stale != errors.Is(err, distlock.ErrStaleFence) || (!s.stale && err != nil) {
+		if s.stale != errors.Is(err, fence.ErrStale) || (!s.stale && err != nil) {
 			t.Fatalf("Set fence %d: %v, want stale=%v", s.fence, err, s.stale)
 		}
 		if !s.stale {
@@ -43,7 +82,7 @@ func TestGuardSet(t *testing.T) {
 			t.Fatalf("after Set fence %d: report = %q, want %q", s.fence, got, want)
 		}
 	}
-	marker, _ := distlock.FenceMarker("report")
+	marker, _ := fence.Marker("report")
 	if high, _ := rdb.Get(ctx, marker).Int64(); high != 7 {
 		t.Fatalf("marker %s = %d, want 7", marker, high)
 	}
@@ -59,7 +98,7 @@ func TestGuardSet(t *testing.T) {
 		t.Fatalf("TTL of report = %v, want ~1m", ttl)
 	}
 	rdb.Del(ctx, "report")
-	if err := g.Set(ctx, 7, "report", "stale", 0); !errors.Is(err, distlock.ErrStaleFence) {
+	if err := g.Set(ctx, 7, "report", "stale", 0); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("stale Set after the key was deleted: %v", err)
 	}
 	if n := rdb.Exists(ctx, "report").Val(); n != 0 {
@@ -70,11 +109,11 @@ func TestGuardSet(t *testing.T) {
 func TestGuardHSetFencesTheWholeHash(t *testing.T) {
 	_, rdb, _ := setup(t)
 	ctx := ctxT(t, 5*time.Second)
-	g := distlock.NewFenceGuard(rdb)
+	g := fence.NewGuard(rdb)
 	if err := g.HSet(ctx, 3, "account:7", "balance", 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.HSet(ctx, 2, "account:7", "owner", "mallory"); !errors.Is(err, distlock.ErrStaleFence) {
+	if err := g.HSet(ctx, 2, "account:7", "owner", "mallory"); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("stale HSet of another field: %v", err)
 	}
 	if err := g.HSet(ctx, 3, "account:7", "owner", "alice"); err != nil {
@@ -89,9 +128,9 @@ func TestGuardHSetFencesTheWholeHash(t *testing.T) {
 func TestGuardRun(t *testing.T) {
 	_, rdb, _ := setup(t)
 	ctx := ctxT(t, 5*time.Second)
-	g := distlock.NewFenceGuard(rdb)
+	g := fence.NewGuard(rdb)
 	// The body sees the caller's KEYS and ARGV, not the marker and fence.
-	debit := distlock.NewGuardedScript(`
+	debit := fence.NewScript(`
 local balance = tonumber(redis.call('GET', KEYS[1]) or '0')
 if balance < tonumber(ARGV[1]) then
   return redis.error_reply('INSUFFICIENT ' .. balance)
@@ -104,7 +143,7 @@ return redis.call('DECRBY', KEYS[1], ARGV[1])`)
 	if n, err := g.Run(ctx, debit, 10, keys, 30).Int64(); err != nil || n != 70 {
 		t.Fatalf("debit with fence 10: %d, %v", n, err)
 	}
-	if _, err := g.Run(ctx, debit, 9, keys, 30).Int64(); !errors.Is(err, distlock.ErrStaleFence) {
+	if _, err := g.Run(ctx, debit, 9, keys, 30).Int64(); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("debit with fence 9: %v, want ErrStaleFence", err)
 	}
 	// A body that fails does not advance the marker.
@@ -118,7 +157,7 @@ return redis.call('DECRBY', KEYS[1], ARGV[1])`)
 		t.Fatalf("debits = %v, want [30 20]", got)
 	}
 	// A body that returns nothing gives redis.Nil, as with go-redis scripts.
-	noop := distlock.NewGuardedScript(`redis.call('GET', KEYS[1])`)
+	noop := fence.NewScript(`redis.call('GET', KEYS[1])`)
 	if err := g.Run(ctx, noop, 11, keys).Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("nil-returning body: %v", err)
 	}
@@ -127,15 +166,15 @@ return redis.call('DECRBY', KEYS[1], ARGV[1])`)
 func TestGuardComparesHugeFencesExactly(t *testing.T) {
 	_, rdb, _ := setup(t)
 	ctx := ctxT(t, 5*time.Second)
-	g := distlock.NewFenceGuard(rdb)
+	g := fence.NewGuard(rdb)
 	const big = int64(1)<<53 + 1 // not representable as a Lua (double) number
 	if err := g.Set(ctx, big, "k", "v", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Set(ctx, big-1, "k", "stale", 0); !errors.Is(err, distlock.ErrStaleFence) {
+	if err := g.Set(ctx, big-1, "k", "stale", 0); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("fence 2^53 after 2^53+1: %v, want ErrStaleFence", err)
 	}
-	if err := g.Set(ctx, 999, "k", "stale", 0); !errors.Is(err, distlock.ErrStaleFence) {
+	if err := g.Set(ctx, 999, "k", "stale", 0); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("shorter fence: %v, want ErrStaleFence", err)
 	}
 }
@@ -143,8 +182,8 @@ func TestGuardComparesHugeFencesExactly(t *testing.T) {
 func TestGuardBadInput(t *testing.T) {
 	_, rdb, _ := setup(t)
 	ctx := ctxT(t, 5*time.Second)
-	g := distlock.NewFenceGuard(rdb)
-	script := distlock.NewGuardedScript(`return 1`)
+	g := fence.NewGuard(rdb)
+	script := fence.NewScript(`return 1`)
 	var nilClient *redis.Client
 	cases := []struct {
 		name string
@@ -159,8 +198,8 @@ func TestGuardBadInput(t *testing.T) {
 		{"sub-ms ttl", g.Set(ctx, 1, "k", "v", time.Microsecond), distlock.ErrInvalidTTL},
 		{"no keys", g.Run(ctx, script, 1, nil).Err(), distlock.ErrInvalidOption},
 		{"nil script", g.Run(ctx, nil, 1, []string{"k"}).Err(), distlock.ErrInvalidOption},
-		{"nil client", distlock.NewFenceGuard(nil).Set(ctx, 1, "k", "v", 0), distlock.ErrNilClient},
-		{"typed nil client", distlock.NewFenceGuard(nilClient).HSet(ctx, 1, "k", "f", "v"), distlock.ErrNilClient},
+		{"nil client", fence.NewGuard(nil).Set(ctx, 1, "k", "v", 0), distlock.ErrNilClient},
+		{"typed nil client", fence.NewGuard(nilClient).HSet(ctx, 1, "k", "f", "v"), distlock.ErrNilClient},
 	}
 	for _, tc := range cases {
 		if !errors.Is(tc.err, tc.want) {
@@ -180,14 +219,14 @@ func TestFenceMarker(t *testing.T) {
 		"{x}{y}":         "distlock:guard:{x}:{x}{y}",
 	}
 	for key, want := range cases {
-		if got, err := distlock.FenceMarker(key); got != want || err != nil {
+		if got, err := fence.Marker(key); got != want || err != nil {
 			t.Errorf("FenceMarker(%q) = %q, %v; want %q", key, got, err, want)
 		}
 	}
 	// An empty tag makes Redis hash the whole key, '}' included; no marker
 	// name can have that as its tag.
 	for _, key := range []string{"", "{}x", "a}b", "x{}{y}"} {
-		if got, err := distlock.FenceMarker(key); !errors.Is(err, distlock.ErrInvalidKey) {
+		if got, err := fence.Marker(key); !errors.Is(err, distlock.ErrInvalidKey) {
 			t.Errorf("FenceMarker(%q) = %q, %v; want ErrInvalidKey", key, got, err)
 		}
 	}
@@ -211,10 +250,10 @@ func TestGuardOnCluster(t *testing.T) {
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { cc.Close() })
-	g := distlock.NewFenceGuard(cc)
-	script := distlock.NewGuardedScript(`return redis.call('INCR', KEYS[1])`)
+	g := fence.NewGuard(cc)
+	script := fence.NewScript(`return redis.call('INCR', KEYS[1])`)
 	for _, key := range []string{"report", "user:{42}:name", "a{b", "{x}{y}", "order:1001"} {
-		marker, err := distlock.FenceMarker(key)
+		marker, err := fence.Marker(key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +264,7 @@ func TestGuardOnCluster(t *testing.T) {
 		if err := g.Set(ctx, 2, key, "v", 0); err != nil {
 			t.Errorf("cluster Set %q: %v", key, err)
 		}
-		if err := g.Set(ctx, 1, key, "v", 0); !errors.Is(err, distlock.ErrStaleFence) {
+		if err := g.Set(ctx, 1, key, "v", 0); !errors.Is(err, fence.ErrStale) {
 			t.Errorf("cluster stale Set %q: %v", key, err)
 		}
 		if err := g.HSet(ctx, 2, "h"+key, "f", "v"); err != nil {
@@ -237,12 +276,12 @@ func TestGuardOnCluster(t *testing.T) {
 	}
 }
 
-func ExampleFenceGuard() {
+func ExampleGuard() {
 	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
 	defer rdb.Close()
 	locks := distlock.New(rdb)
 	defer locks.Close()
-	guard := distlock.NewFenceGuard(rdb)
+	guard := fence.NewGuard(rdb)
 	ctx := context.Background()
 
 	// A holder whose lease ran out (it was paused, say) ...
@@ -258,7 +297,7 @@ func ExampleFenceGuard() {
 	fmt.Println(guard.Set(ctx, next.Fence(), "report:q3:body", "fresh", 0))
 
 	err = guard.Set(ctx, stale.Fence(), "report:q3:body", "stale", 0)
-	fmt.Println(errors.Is(err, distlock.ErrStaleFence))
+	fmt.Println(errors.Is(err, fence.ErrStale))
 	fmt.Println(rdb.Get(ctx, "report:q3:body").Val())
 	// Output:
 	// <nil>

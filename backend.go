@@ -1,0 +1,167 @@
+package distlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// backend is what differs between a Client on one Redis deployment
+// (single: standalone, Sentinel or Cluster) and one on independent servers
+// that grant by majority (quorum). Client, Lock, the renewer and the
+// notifier talk to it only.
+type backend interface {
+	// lock takes the lock for r: one attempt, or with r.wait until it is
+	// granted or ctx ends.
+	lock(ctx context.Context, r *request) (*Lock, error)
+	// release drops l's hold in Redis; l has already ended locally.
+	release(ctx context.Context, l *Lock) (releaseOutcome, error)
+	// extend resets l's lease to ttl.
+	extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error)
+	// pttl is l's lease left, or -1 when not held.
+	pttl(ctx context.Context, l *Lock) (time.Duration, error)
+	// renew extends a batch of leases to their TTLs.
+	renew(batch []*Lock) []renewResult
+	// subscriptions are the servers the notifier listens on.
+	subscriptions() []redis.UniversalClient
+	// admin is the server that Inspect, List and ForceRelease read.
+	admin() redis.UniversalClient
+	// publish is the command the scripts publish with: PUBLISH, or SPUBLISH
+	// (sharded pub/sub) on a Cluster.
+	publish() string
+	// passOn frees a grant that was handed to token after its Lock call
+	// gave up (the notifier found nobody waiting for it).
+	passOn(names keyNames, token string)
+}
+
+// releaseOutcome is what a release found in Redis.
+type releaseOutcome int8
+
+const (
+	releaseGone       releaseOutcome = iota // the lock was gone: it expired
+	releaseTaken                            // another grant holds the lock
+	releaseHoldsLeft                        // other reentrant holds remain
+	releaseFreed                            // the lock is free
+	releaseHandedOver                       // the lock went to the next waiter
+)
+
+// extendOutcome is what an extend or renewal found in Redis.
+type extendOutcome int8
+
+const (
+	extendGone      extendOutcome = iota // the lock is gone
+	extendDone                           // the lease was reset
+	extendTaken                          // another grant holds the lock
+	extendUnacked                        // reset, but too few replicas acknowledged
+	extendUndecided                      // quorum: neither a majority nor its loss yet
+)
+
+// cleanupTimeout bounds the work that goes on after its caller returned: a
+// release, or the leaving of a line, finished in the background; and the
+// time a Redis call whose caller gave up may still take to learn whether
+// Redis granted it something that must be given back.
+const cleanupTimeout = 2 * time.Second
+
+// detached runs op, a Redis call made for a caller whose ctx may end first,
+// so that the caller's answer never waits for Redis past ctx: op runs in a
+// goroutine under a context that ignores ctx's cancellation and ends
+// cleanupTimeout after ctx's deadline, and when ctx ends first the caller
+// gets ctx.Err() while late gets op's result once it comes (to undo what op
+// did). A ctx that can never end needs none of this: op runs inline. The
+// goroutine counts in c.bg, which Close waits for.
+func detached[T any](c *Client, ctx context.Context, op func(context.Context) (T, error), late func(T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return op(ctx)
+	}
+	opCtx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		opCtx, cancel = context.WithDeadline(opCtx, d.Add(cleanupTimeout))
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	var claimed atomic.Bool // set by whoever takes the result: caller or late
+	done := make(chan result, 1)
+	c.bg.add()
+	go func() {
+		defer c.bg.done()
+		defer cancel()
+		v, err := op(opCtx)
+		if claimed.CompareAndSwap(false, true) {
+			done <- result{v, err}
+		} else if late != nil {
+			late(v, err)
+		}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		if claimed.CompareAndSwap(false, true) {
+			var zero T
+			return zero, ctx.Err()
+		}
+		r := <-done // the result came at the same moment: use it
+		return r.v, r.err
+	}
+}
+
+// background runs f in a goroutine that Close waits for, under a context
+// bounded by cleanupTimeout.
+func (c *Client) background(f func(ctx context.Context)) {
+	c.bg.add()
+	go func() {
+		defer c.bg.done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+}
+
+// jobs counts background goroutines so that Close can wait for them. (A
+// sync.WaitGroup may not see Add race with Wait, and a Lock call that began
+// before Close may start one while Close waits.)
+type jobs struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0 while Close waits
+}
+
+func (j *jobs) add() {
+	j.mu.Lock()
+	j.n++
+	j.mu.Unlock()
+}
+
+func (j *jobs) done() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.n--; j.n == 0 && j.zero != nil {
+		close(j.zero)
+		j.zero = nil
+	}
+}
+
+// wait waits up to limit for the count to drop to zero.
+func (j *jobs) wait(limit time.Duration) {
+	j.mu.Lock()
+	if j.n == 0 {
+		j.mu.Unlock()
+		return
+	}
+	if j.zero == nil {
+		j.zero = make(chan struct{})
+	}
+	zero := j.zero
+	j.mu.Unlock()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-zero:
+	case <-t.C:
+	}
+}

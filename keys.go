@@ -1,0 +1,106 @@
+package distlock
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// keyNames are the Redis names of one lock. Every name but fence carries
+// the lock's hash tag, so they share one Cluster slot and one script can
+// touch them all; fence is the counter of the node (or, on a Cluster, of
+// the lock's slot), which lands in the same slot by construction.
+type keyNames struct {
+	lock    string // string: the grant (see lua/lib.lua), with the lease as TTL
+	line    string // list: waiters in arrival order
+	channel string // pub/sub: "r" when the lock is freed (quorum waiters)
+	inbox   string // pub/sub: handoffs to this Client's waiters
+	fence   string // counter shared by every lock of the node or slot
+}
+
+// lockKeys returns the names of key's lock for prefix and a Client id.
+// counter names the fence counter of the lock key (see fenceCounter).
+func lockKeys(prefix, key, clientID string, counter func(lockKey string) string) keyNames {
+	base := prefix + "{" + key + "}"
+	return keyNames{
+		lock:    base,
+		line:    base + ":line",
+		channel: base + ":released",
+		inbox:   base + ":to:" + clientID,
+		fence:   counter(base),
+	}
+}
+
+// scriptKeys are the KEYS of the acquire and release scripts.
+func (k keyNames) scriptKeys() []string { return []string{k.lock, k.fence, k.line} }
+
+// nodeCounter is the fence counter of a standalone or Sentinel-managed
+// server: one key per node, so that fences cost no key per lock name.
+func nodeCounter(prefix string) func(string) string {
+	name := prefix + "fence"
+	return func(string) string { return name }
+}
+
+// slotCounter is the fence counter on a Cluster: one key per slot, named
+// with a hash tag chosen to hash to the lock key's own slot, so that the
+// acquire script may touch it and it moves with the slot when the slot
+// migrates or fails over.
+func slotCounter(prefix string) func(string) string {
+	return func(lockKey string) string {
+		return prefix + "fence:{" + slotTag(keySlot(lockKey)) + "}"
+	}
+}
+
+// keySlot is Redis Cluster's slot of key: CRC16 of its hash tag (the text
+// between the first '{' and the next '}', if not empty) or of the whole key.
+func keySlot(key string) int {
+	return int(crc16(hashTag(key)) % 16384)
+}
+
+// hashTag returns what Redis Cluster hashes for key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+var (
+	slotTagsOnce sync.Once
+	slotTags     [16384]string
+)
+
+// slotTag returns a short hash tag whose slot is slot: the first of "0",
+// "1", … (base 36) that hashes there. The table is built once, on first use
+// by a Cluster Client (about 170,000 CRCs).
+func slotTag(slot int) string {
+	slotTagsOnce.Do(func() {
+		left := len(slotTags)
+		for i := 0; left > 0; i++ {
+			tag := strconv.FormatInt(int64(i), 36)
+			if s := crc16(tag) % 16384; slotTags[s] == "" {
+				slotTags[s] = tag
+				left--
+			}
+		}
+	})
+	return slotTags[slot]
+}
+
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster uses for key slots.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

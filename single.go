@@ -1,0 +1,334 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// lineTTL is how long a line lives in Redis without a waiter asking
+	// again; waiters ask at least every lineRefresh.
+	lineTTL = 30 * time.Second
+	// lineRefresh is the longest a waiter waits without asking Redis again:
+	// the safety net for a notice that never came.
+	lineRefresh = time.Second
+	// liveWait bounds how long a waiter waits for its subscription to be
+	// confirmed before it lines up anyway (a handoff nobody hears skips it,
+	// and it lines up again when it next asks).
+	liveWait = time.Second
+)
+
+// single is the backend of a Client on one Redis deployment: a standalone
+// server, a Sentinel-managed master or a Cluster. Waiters line up in Redis
+// next to the lock, and a release hands the lock to the first of them that
+// still listens (see lua/lib.lua).
+type single struct {
+	c   *Client
+	rdb redis.UniversalClient
+	ack replicaAck
+	pub string // PUBLISH, or SPUBLISH on a Cluster
+}
+
+func (s *single) subscriptions() []redis.UniversalClient { return []redis.UniversalClient{s.rdb} }
+func (s *single) admin() redis.UniversalClient           { return s.rdb }
+func (s *single) publish() string                        { return s.pub }
+
+// reply is the acquire script's answer.
+type reply struct {
+	granted   bool
+	handed    bool // granted by a handoff before this call asked
+	fence     int64
+	holderTTL time.Duration // when not granted: the holder's lease left
+}
+
+func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, notObtained(r.key, err)
+	}
+	mode, again := modeTry, false
+	var w *waiter
+	n := s.c.existingNotifier()
+	if r.wait && n != nil {
+		// A lock this Client waited for lately is likely held: line up in
+		// the same call that asks, if the subscription is still there.
+		if w = n.joinLive(r.names.inbox, r.token); w != nil {
+			mode = modeJoin
+		}
+	}
+	if r.wait && r.cfg.fair {
+		mode = modeFair
+	}
+	defer func() {
+		if w != nil {
+			n.leave(w)
+		}
+	}()
+	var lastErr error
+	for {
+		if mode != modeTry && w == nil {
+			if n = s.c.notify(); n == nil {
+				return nil, notObtained(r.key, ErrClosed)
+			}
+			w = n.join(r.names.inbox, r.token)
+		}
+		if mode != modeTry && !n.isLive(w) {
+			// A handoff skips a client nobody hears: be heard first.
+			if _, err := s.c.park(ctx, w, liveWait); err != nil {
+				return nil, s.gaveUp(r, err, again, lastErr)
+			}
+		}
+		sent := time.Now()
+		rep, err := s.attempt(ctx, r, mode, again)
+		switch {
+		case err != nil && (ctx.Err() != nil || !again):
+			s.abandon(r)
+			if ctx.Err() != nil {
+				return nil, notObtained(r.key, ctx.Err())
+			}
+			return nil, err
+		case err != nil:
+			lastErr = err // already in line: keep waiting, ask again later
+		case rep.granted:
+			if rep.handed {
+				n.expectGrant(r.names.inbox, r.token)
+			}
+			return newLock(s.c, r, rep.fence, sent, r.cfg.ttl), nil
+		case !r.wait:
+			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotObtained, r.key)
+		case mode == modeTry:
+			mode = modeJoin // held: line up and wait
+			continue
+		default:
+			again, r.sent = true, sent
+		}
+		wait := lineRefresh
+		if err == nil && rep.holderTTL >= 0 {
+			wait = min(wait, rep.holderTTL) // a crashed holder's lock is free then
+		}
+		fence, err := s.c.park(ctx, w, wait)
+		if err != nil {
+			return nil, s.gaveUp(r, err, true, lastErr)
+		}
+		if fence > 0 {
+			if l := s.handedOver(ctx, r, fence); l != nil {
+				return l, nil
+			}
+		}
+	}
+}
+
+// gaveUp is the error of a Lock call that stopped waiting because of err,
+// after leaving the line (in the background: the caller does not wait).
+func (s *single) gaveUp(r *request, err error, inLine bool, last error) error {
+	if inLine {
+		s.abandon(r)
+	}
+	if last != nil {
+		return fmt.Errorf("%w: %q: %w (last Redis error: %w)", ErrNotObtained, r.key, err, last)
+	}
+	return notObtained(r.key, err)
+}
+
+// attempt runs the acquire script once in mode. If ctx ends first, its
+// outcome is undone in the background when it comes.
+func (s *single) attempt(ctx context.Context, r *request, mode string, again bool) (reply, error) {
+	return detached(s.c, ctx, func(ctx context.Context) (reply, error) {
+		return s.acquire(ctx, r, mode, again)
+	}, func(reply, error) { s.abandon(r) })
+}
+
+func (s *single) acquire(ctx context.Context, r *request, mode string, again bool) (reply, error) {
+	args := []any{r.token, r.cfg.ttl.Milliseconds(), r.cfg.owner, r.tail, nowMillis(), mode}
+	if mode != modeTry {
+		args = append(args, r.entry, boolArg(again), s.pub, lineTTL.Milliseconds(), handoffLease.Milliseconds())
+	}
+	cmd, acked := s.ack.run(ctx, s.rdb, acquireScript, r.names.scriptKeys(), args...)
+	res, err := cmd.Int64Slice()
+	if err != nil {
+		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, err)
+	}
+	if len(res) < 2 {
+		return reply{}, fmt.Errorf("distlock: acquire %q: unexpected reply %v", r.key, res)
+	}
+	if res[0] == 0 {
+		return reply{holderTTL: time.Duration(res[1]) * time.Millisecond}, nil
+	}
+	if !acked {
+		// The grant may not survive a failover: undo it rather than hand out
+		// a lock that a promoted replica would give to someone else too.
+		_ = runRelease(ctx, s.rdb, r.names, r.token, s.pub, r.entry, false).Err()
+		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
+	}
+	return reply{granted: true, handed: len(res) > 3, fence: res[1]}, nil
+}
+
+// handedOver builds the Lock of a grant that a release handed to r. Its
+// first lease, the shorter of its TTL and handoffLease, was set by that
+// release, after r's last attempt was sent, so it runs at least until that
+// send time plus the lease; renewal raises it to the TTL. A lock that is
+// not renewed is extended to its TTL here, and a grant whose notice came so
+// late that little of that bound is left is confirmed with Redis first. It
+// returns nil if the grant is gone by then.
+func (s *single) handedOver(ctx context.Context, r *request, fence int64) *Lock {
+	first := min(r.cfg.ttl, handoffLease)
+	l := newLock(s.c, r, fence, r.sent, first)
+	if time.Until(l.validUntil()) > first/2 && (!r.cfg.noRenew || first == r.cfg.ttl) {
+		return l
+	}
+	var err error
+	if r.cfg.noRenew && first < r.cfg.ttl {
+		err = l.Extend(ctx, r.cfg.ttl)
+	} else {
+		err = l.confirm(ctx, time.Now())
+	}
+	if errors.Is(err, ErrNotHeld) {
+		return nil
+	}
+	return l
+}
+
+// abandon undoes what a Lock call that gave up may have left in Redis: its
+// line entry, and a grant made to it. It runs in the background.
+func (s *single) abandon(r *request) {
+	s.c.background(func(ctx context.Context) {
+		_ = runRelease(ctx, s.rdb, r.names, r.token, s.pub, r.entry, false).Err()
+	})
+}
+
+// passOn frees a grant handed to a waiter that is gone.
+func (s *single) passOn(names keyNames, token string) {
+	s.c.background(func(ctx context.Context) {
+		_ = runRelease(ctx, s.rdb, names, token, s.pub, "", false).Err()
+	})
+}
+
+func (s *single) release(ctx context.Context, l *Lock) (releaseOutcome, error) {
+	res, err := runRelease(ctx, s.rdb, l.names, l.token, s.pub, "", false).Int64Slice()
+	if err != nil {
+		return releaseGone, err
+	}
+	return releaseReply(res), nil
+}
+
+// releaseReply reads the release script's reply.
+func releaseReply(res []int64) releaseOutcome {
+	switch {
+	case len(res) == 0 || res[0] == -1:
+		return releaseGone
+	case res[0] < 0:
+		return releaseTaken
+	case res[0] > 0:
+		return releaseHoldsLeft
+	case len(res) > 1:
+		return releaseHandedOver
+	}
+	return releaseFreed
+}
+
+func (s *single) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
+	cmd, acked := s.ack.run(ctx, s.rdb, extendScript, []string{l.names.lock}, l.token, ttl.Milliseconds())
+	v, err := cmd.Int64()
+	if err != nil {
+		return extendGone, err
+	}
+	return extendReply(v, acked), nil
+}
+
+// extendReply reads the extend script's reply.
+func extendReply(v int64, acked bool) extendOutcome {
+	switch {
+	case v == 1 && !acked:
+		return extendUnacked
+	case v == 1:
+		return extendDone
+	case v < 0:
+		return extendTaken
+	}
+	return extendGone
+}
+
+func (s *single) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
+	ms, err := pttlScript.Run(ctx, s.rdb, []string{l.names.lock}, l.token).Int64()
+	if err != nil || ms < 0 {
+		return -1, err
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// renew extends every lock of the batch in one pipeline. Its context ends
+// at the earliest validity deadline of the batch: past it the scheduler has
+// already declared that lock lost.
+func (s *single) renew(batch []*Lock) []renewResult {
+	deadline := time.Now().Add(time.Second)
+	for _, l := range batch {
+		deadline = minTime(deadline, l.validUntil())
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	res, wait := pipelineExtend(ctx, s.rdb, batch, s.ack)
+	if needsScriptLoad(res) {
+		// A restarted or failed-over server lost the script cache: load it
+		// once and repeat, rather than sending the full script per lock.
+		_ = extendScript.Load(ctx, s.rdb).Err()
+		start = time.Now()
+		res, wait = pipelineExtend(ctx, s.rdb, batch, s.ack)
+	}
+	acked := s.ack.enough(wait)
+	for i := range res {
+		res[i].start = start
+		if res[i].out == extendUnacked || (res[i].out == extendDone && !acked) {
+			res[i].out = extendUnacked
+		}
+	}
+	return res
+}
+
+// pipelineExtend runs the extend script for every lock of batch in one
+// pipeline on rdb and, with replica acknowledgement on, one WAIT after them
+// that covers them all.
+func pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Lock, ack replicaAck) ([]renewResult, *redis.IntCmd) {
+	cmds := make([]*redis.Cmd, len(batch))
+	res := make([]renewResult, len(batch))
+	var wait *redis.IntCmd
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, l := range batch {
+			res[i].l, res[i].ttl = l, l.lease()
+			cmds[i] = extendScript.EvalSha(ctx, p, []string{l.names.lock}, l.token, res[i].ttl.Milliseconds())
+		}
+		if ack.replicas > 0 {
+			wait = ack.queueWait(ctx, p)
+		}
+		return nil
+	})
+	for i, cmd := range cmds {
+		v, err := cmd.Int64()
+		res[i].out, res[i].err = extendReply(v, true), err
+	}
+	return res, wait
+}
+
+func needsScriptLoad(res []renewResult) bool {
+	for _, r := range res {
+		if isNoScript(r.err) {
+			return true
+		}
+	}
+	return false
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

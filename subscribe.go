@@ -1,0 +1,177 @@
+package distlock
+
+import (
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// subscriber keeps a notifier's subscriptions on one node, changing them in
+// the order they were asked for: an unsubscribe sent from one goroutine must
+// never land after a later subscribe of the same channel, or a waiter would
+// listen on nothing. One goroutine applies the changes, so a node that is
+// down holds up only its own.
+//
+// On a Cluster, notices go over sharded pub/sub: the scripts SPUBLISH on
+// channels carrying the lock's hash tag, so a message stays on the lock's
+// shard instead of crossing the cluster bus to every node. A shard channel
+// can only be subscribed to on its slot's master, so the subscriber keeps
+// one subscription per master and puts each channel on its master's.
+type subscriber struct {
+	n       *notifier
+	rdb     redis.UniversalClient
+	cluster *redis.ClusterClient // set on a Cluster
+
+	mu   sync.Mutex
+	ops  []subOp
+	kick chan struct{}
+
+	// owned by run
+	ps     *redis.PubSub            // not a Cluster: the one subscription
+	shards map[string]*redis.PubSub // Cluster: master address -> its subscription
+	where  map[string]*redis.PubSub // Cluster: channel -> the subscription it is on
+}
+
+type subOp struct {
+	channel string
+	on      bool
+}
+
+func newSubscriber(n *notifier, rdb redis.UniversalClient) *subscriber {
+	s := &subscriber{n: n, rdb: rdb, kick: make(chan struct{}, 1),
+		shards: map[string]*redis.PubSub{}, where: map[string]*redis.PubSub{}}
+	s.cluster, _ = rdb.(*redis.ClusterClient)
+	n.wg.Add(1)
+	go s.run()
+	return s
+}
+
+// request asks for channel to be subscribed (on) or unsubscribed.
+func (s *subscriber) request(channel string, on bool) {
+	s.mu.Lock()
+	s.ops = append(s.ops, subOp{channel, on})
+	s.mu.Unlock()
+	signal(s.kick)
+}
+
+func (s *subscriber) run() {
+	defer s.n.wg.Done()
+	defer s.closeAll()
+	for {
+		select {
+		case <-s.n.ctx.Done():
+			return
+		case <-s.kick:
+		}
+		s.mu.Lock()
+		ops := s.ops
+		s.ops = nil
+		s.mu.Unlock()
+		for _, op := range ops {
+			if s.cluster != nil {
+				s.applySharded(op)
+			} else {
+				s.apply(op)
+			}
+		}
+	}
+}
+
+// apply changes the node's one subscription. Errors are left to go-redis,
+// which keeps the channel set and resubscribes when it reconnects.
+func (s *subscriber) apply(op subOp) {
+	ctx := s.n.ctx
+	if s.ps == nil {
+		s.ps = s.rdb.Subscribe(ctx)
+		s.listen(s.ps)
+	}
+	if op.on {
+		_ = s.ps.Subscribe(ctx, op.channel)
+	} else {
+		_ = s.ps.Unsubscribe(ctx, op.channel)
+	}
+}
+
+// applySharded puts a channel on the subscription of its slot's master.
+// If the master cannot be found, the channel's waiters still ask Redis on
+// their timers.
+func (s *subscriber) applySharded(op subOp) {
+	ctx := s.n.ctx
+	old := s.where[op.channel]
+	delete(s.where, op.channel)
+	if !op.on {
+		if old != nil {
+			_ = old.SUnsubscribe(ctx, op.channel)
+		}
+		return
+	}
+	node, err := s.cluster.MasterForKey(ctx, op.channel)
+	if err != nil {
+		return
+	}
+	addr := node.Options().Addr
+	ps := s.shards[addr]
+	if ps == nil {
+		ps = node.SSubscribe(ctx)
+		s.shards[addr] = ps
+		s.listen(ps)
+	}
+	if old != nil && old != ps {
+		_ = old.SUnsubscribe(ctx, op.channel)
+	}
+	s.where[op.channel] = ps
+	_ = ps.SSubscribe(ctx, op.channel)
+}
+
+func (s *subscriber) closeAll() {
+	if s.ps != nil {
+		_ = s.ps.Close()
+	}
+	for _, ps := range s.shards {
+		_ = ps.Close()
+	}
+}
+
+// listen reads ps until the notifier closes. A broken connection wakes all
+// waiters, then go-redis reconnects and resubscribes on the next Receive.
+func (s *subscriber) listen(ps *redis.PubSub) {
+	n := s.n
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		backoff := time.Millisecond
+		for {
+			msg, err := ps.Receive(n.ctx)
+			if err != nil {
+				if n.ctx.Err() != nil {
+					return
+				}
+				n.disconnected(ps)
+				t := time.NewTimer(backoff)
+				select {
+				case <-n.ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			backoff = time.Millisecond
+			switch m := msg.(type) {
+			case *redis.Message:
+				n.deliver(m.Channel, m.Payload)
+			case *redis.Subscription:
+				switch m.Kind {
+				case "subscribe", "ssubscribe":
+					n.confirmed(m.Channel, ps)
+				case "unsubscribe", "sunsubscribe":
+					if n.unsubscribed(m.Channel, ps) {
+						s.request(m.Channel, true)
+					}
+				}
+			}
+		}
+	}()
+}
