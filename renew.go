@@ -50,7 +50,11 @@ func startRenewer(c *Client) *renewer {
 		batches: make(chan []*Lock),
 		results: make(chan []renewResult),
 	}
-	go r.run()
+	// Both goroutines start here, so that a renewer is complete (and seen
+	// whole by leak checks) once startRenewer returns.
+	workerDone := make(chan struct{})
+	go r.work(workerDone)
+	go r.run(workerDone)
 	return r
 }
 
@@ -100,10 +104,8 @@ func (r *renewer) stop() {
 	<-r.done
 }
 
-func (r *renewer) run() {
+func (r *renewer) run(workerDone chan struct{}) {
 	defer close(r.done)
-	workerDone := make(chan struct{})
-	go r.work(workerDone)
 	var (
 		sched    schedule
 		queue    []*Lock // due, waiting for the worker

@@ -1,0 +1,169 @@
+package distlock
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond) // polling state we cannot wait on
+	}
+}
+
+// Since is the clock of the client that made the grant: the holder's when
+// it took a free lock, the releasing holder's on a handoff; never the
+// server's.
+func TestSinceIsTheGrantingClientsClock(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client(t))
+	defer c.Close()
+	ctx := ctxFor(t, 10*time.Second)
+	defer func(f func() int64) { nowMillis = f }(nowMillis)
+	fake := time.UnixMilli(42_000_000) // 1970: far from the server's clock
+	nowMillis = func() int64 { return fake.UnixMilli() }
+
+	holder, err := c.Lock(ctx, "clock", WithFair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := c.Inspect(ctx, "clock"); !info.Since.Equal(fake) {
+		t.Fatalf("Since of a lock taken free: %v, want %v", info.Since, fake)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Lock(ctx, "clock", WithFair())
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	rdb := srv.Client(t)
+	poll(t, 2*time.Second, "the waiter to line up", func() bool { return rdb.LLen(ctx, "distlock:{clock}:line").Val() == 1 })
+	fake = fake.Add(time.Hour)
+	holder.Release(ctx) // hands over, with the releaser's clock
+	info, _ := c.Inspect(ctx, "clock")
+	if info.Held() && !info.Since.Equal(fake) {
+		t.Fatalf("Since of a handed-over lock: %v, want %v", info.Since, fake)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A quorum release that leaves reentrant holds does not wake the local
+// line: the lock is not free.
+func TestQuorumReleaseWithHoldsLeftWakesNobody(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	nodes := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		nodes[i] = s.Client(t)
+	}
+	c := NewQuorum(nodes)
+	defer c.Close()
+	ctx := ctxFor(t, 10*time.Second)
+	a, err := c.TryLock(ctx, "re", WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryLock(ctx, "re", WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.notify()
+	w := n.joinLocal(c.names("re").channel)
+	poll(t, 2*time.Second, "the subscription", func() bool { return n.isLive(w) })
+	select {
+	case <-w.wake: // the confirmation's wake-up
+	default:
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.wake:
+		t.Fatal("a release that left a hold woke the local line")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.wake:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the last release did not wake the local line")
+	}
+	n.leave(w)
+}
+
+// Renewal keeps track of quorum nodes that stop answering, as acquires do.
+func TestQuorumRenewalMarksSuspectNodes(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	nodes := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		nodes[i] = s.Client(t)
+	}
+	c := NewQuorum(nodes)
+	defer c.Close()
+	q := c.b.(*quorum)
+	ctx := ctxFor(t, 20*time.Second)
+	l, err := c.TryLock(ctx, "renewed", WithTTL(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	servers[2].Signal(syscall.SIGSTOP)
+	defer servers[2].Signal(syscall.SIGCONT)
+	poll(t, 5*time.Second, "renewal to mark the frozen node suspect", q.suspect[2].Load)
+	servers[2].Signal(syscall.SIGCONT)
+	poll(t, 10*time.Second, "renewal to clear the node", func() bool { return !q.suspect[2].Load() })
+	if l.Err() != nil {
+		t.Fatalf("lost with a majority up: %v", l.Err())
+	}
+}
+
+// Subscribe and unsubscribe of one channel reach Redis in the order they
+// were asked for: a channel pruned while idle and joined again right after
+// stays subscribed.
+func TestPruneThenRejoinStaysSubscribed(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := New(rdb)
+	defer c.Close()
+	ctx := ctxFor(t, 20*time.Second)
+	n := c.notify()
+	const channel = "distlock:{x}:to:test"
+	for round := range 20 {
+		n.leave(n.join(channel, "t"))
+		for i := range maxIdleChannels { // push x out: it is the oldest idle channel
+			n.leave(n.join(channel+string(rune('a'+round))+string(rune(i)), "t"))
+		}
+		w := n.join(channel, "t") // and back
+		poll(t, 5*time.Second, "the channel to be confirmed", func() bool { return n.isLive(w) })
+		n.leave(w)
+	}
+	// A last channel, confirmed on the same connection after every request
+	// above reached Redis: if they were applied in order, x is subscribed.
+	last := n.join("distlock:{y}:to:test", "t")
+	poll(t, 5*time.Second, "the last channel to be confirmed", func() bool { return n.isLive(last) })
+	if got := rdb.PubSubNumSub(ctx, channel).Val()[channel]; got != 1 {
+		t.Fatalf("channel subscribed %d times after the last join, want 1", got)
+	}
+}

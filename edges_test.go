@@ -1,0 +1,541 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+// The tests in this file pin the edges real deployments hit: a request
+// context cancelled before Release, Redis that hangs or answers late, callers
+// that give up while Redis is granting them the lock.
+
+// proxied returns a Client whose connections to srv go through a fault
+// proxy, and the proxy. timeouts sets go-redis' ContextTimeoutEnabled.
+func proxied(t *testing.T, srv *redistest.Server, timeouts bool) (*distlock.Client, *faultproxy.Proxy) {
+	t.Helper()
+	p := faultproxy.Start(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: timeouts, MaxRetries: -1})
+	c := distlock.New(rdb)
+	t.Cleanup(func() {
+		c.Close()
+		rdb.Close()
+	})
+	return c, p
+}
+
+// The handler pattern: `defer lock.Release(r.Context())` after the client
+// went away. The lock must end at once and be freed in Redis, not stay held
+// and renewed until Client.Close.
+func TestReleaseWithCancelledContextFreesLock(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	reqCtx, cancelReq := context.WithCancel(ctx)
+	l, err := c.Lock(reqCtx, "handler", distlock.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := l.Context(ctx) // work that outlives the request
+	defer stop()
+	cancelReq() // the client went away
+	err = l.Release(reqCtx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Release with a cancelled context: %v", err)
+	}
+	if !errors.Is(l.Err(), distlock.ErrReleased) || !errors.Is(context.Cause(work), distlock.ErrReleased) {
+		t.Fatalf("after Release: Err %v, work context cause %v; want ErrReleased", l.Err(), context.Cause(work))
+	}
+	waitFor(t, time.Second, "the lock to be freed in Redis", func() bool {
+		return rdb.Exists(ctx, "distlock:{handler}").Val() == 0
+	})
+	if _, err := c.TryLock(ctx, "handler"); err != nil {
+		t.Fatalf("TryLock after the cancelled Release: %v", err)
+	}
+}
+
+// With Redis unreachable, Release still ends the lock at once and returns
+// by its deadline; nothing renews the lease, so Redis frees it within a TTL.
+func TestReleaseWhileRedisUnreachable(t *testing.T) {
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	c, p := proxied(t, srv, false)
+	ctx := ctxT(t, 10*time.Second)
+	const ttl = time.Second
+	l, err := c.Lock(ctx, "cut", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = l.Release(short)
+	took := time.Since(start)
+	if err == nil || took > 200*time.Millisecond+deadlineSlack {
+		t.Fatalf("Release with Redis blackholed: %v after %v", err, took)
+	}
+	if !errors.Is(l.Err(), distlock.ErrReleased) {
+		t.Fatalf("Err after Release: %v", l.Err())
+	}
+	released := time.Now()
+	waitFor(t, 2*ttl, "the unrenewed lease to run out", func() bool {
+		return direct.Exists(ctx, "distlock:{cut}").Val() == 0
+	})
+	t.Logf("Release returned after %v (%v); the lease ran out %v later", took.Round(time.Millisecond), err, time.Since(released).Round(time.Millisecond))
+	p.Heal()
+	p.ResetAll()
+}
+
+// deadlineSlack is what the promise "every call returns within its
+// deadline" allows on top of the deadline.
+const deadlineSlack = 50 * time.Millisecond
+
+// Every call returns within its context's deadline (plus deadlineSlack)
+// whatever Redis does, with either go-redis timeout setting; the work that
+// must still happen runs in the background, and Close leaves no goroutine.
+func TestCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			srv := redistest.Start(t)
+			ignore := goleak.IgnoreCurrent()
+			p := faultproxy.Start(t, srv.Addr)
+			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: timeouts, MaxRetries: -1})
+			c := distlock.New(rdb)
+			ctx := ctxT(t, 20*time.Second)
+			held, err := c.Lock(ctx, "held", distlock.WithTTL(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			extended, err := c.Lock(ctx, "extended", distlock.WithTTL(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiting := make(chan error, 1)
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				_, err := c.Lock(wctx, "held")
+				if took := time.Since(start); took > 600*time.Millisecond+deadlineSlack {
+					err = fmt.Errorf("waiting Lock returned %v after its 600ms deadline: %w", took-600*time.Millisecond, err)
+				} else if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+					err = fmt.Errorf("waiting Lock: %w, want ErrNotObtained and DeadlineExceeded", err)
+				} else {
+					err = nil
+				}
+				waiting <- err
+			}()
+			p.Blackhole()
+			calls := map[string]func(context.Context) error{
+				"TryLock": func(ctx context.Context) error { _, err := c.TryLock(ctx, "new"); return err },
+				"Lock":    func(ctx context.Context) error { _, err := c.Lock(ctx, "new2"); return err },
+				"Extend":  func(ctx context.Context) error { return extended.Extend(ctx, 5*time.Second) },
+				"TTL":     func(ctx context.Context) error { _, err := extended.TTL(ctx); return err },
+				"Release": func(ctx context.Context) error { return held.Release(ctx) },
+			}
+			for name, call := range calls {
+				cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				start := time.Now()
+				err := call(cctx)
+				took := time.Since(start)
+				cancel()
+				if err == nil || took > 200*time.Millisecond+deadlineSlack {
+					t.Errorf("%s with Redis blackholed: %v after %v, want an error within 200ms+%v", name, err, took, deadlineSlack)
+				}
+				if (name == "TryLock" || name == "Lock") && (!errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded)) {
+					t.Errorf("%s: %v, want ErrNotObtained and DeadlineExceeded", name, err)
+				}
+			}
+			if err := <-waiting; err != nil {
+				t.Error(err)
+			}
+			p.Heal()
+			p.ResetAll()
+			c.Close()
+			rdb.Close()
+			p.Close()
+			goleak.VerifyNone(t, ignore)
+		})
+	}
+}
+
+// A TryLock whose deadline ends while its acquire is on the wire: Redis
+// grants it after the caller gave up. The grant must be given back as soon
+// as its answer arrives, not block the key for the lease.
+func TestGrantAfterCallerGaveUpIsGivenBack(t *testing.T) {
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	c, p := proxied(t, srv, true)
+	ctx := ctxT(t, 10*time.Second)
+	warm(t, ctx, c) // a connection, before the latency
+	p.SetLatency(200 * time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.TryLock(short, "late"); !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock: %v", err)
+	}
+	gaveUp := time.Now()
+	waitFor(t, 600*time.Millisecond, "the grant to reach Redis", func() bool {
+		return direct.Exists(ctx, "distlock:{late}").Val() == 1
+	})
+	waitFor(t, 2*time.Second, "the late grant to be given back", func() bool {
+		return direct.Exists(ctx, "distlock:{late}").Val() == 0
+	})
+	t.Logf("the late grant was given back %v after the caller gave up (lease %v)", time.Since(gaveUp).Round(time.Millisecond), distlock.DefaultTTL)
+}
+
+// A waiter that gives up just before the holder's release hands it the
+// lock: the handoff goes to a caller that is gone, and must be passed on at
+// once, not held for the handoff's first lease.
+func TestHandoffToWaiterThatGaveUpIsPassedOn(t *testing.T) {
+	srv := redistest.Start(t)
+	holderC, direct, ctx := distlock.New(srv.Client(t)), srv.Client(t), ctxT(t, 10*time.Second)
+	defer holderC.Close()
+	c, p := proxied(t, srv, true)
+	holder, err := holderC.TryLock(ctx, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm(t, ctx, c)
+	p.SetLatency(100 * time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	got := acquireAsync(wctx, c, "gone")
+	waitFor(t, 1500*time.Millisecond, "the waiter to line up", func() bool {
+		return direct.LLen(ctx, "distlock:{gone}:line").Val() == 1
+	})
+	<-wctx.Done() // the waiter gives up; its leave is 100ms on the wire
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	if r := <-got; !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("waiter: %v, %v", r.l, r.err)
+	}
+	waitFor(t, time.Second, "the key to be free again", func() bool {
+		return direct.Exists(ctx, "distlock:{gone}").Val() == 0
+	})
+	t.Logf("free again %v after the release handed it to a waiter that had given up", time.Since(released).Round(time.Millisecond))
+}
+
+// warm opens c's connection by a lock and release on a key of its own.
+func warm(t *testing.T, ctx context.Context, c *distlock.Client) {
+	t.Helper()
+	l, err := c.TryLock(ctx, "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Deadline churn: many goroutines with 1–200 ms deadlines on a few keys,
+// with jitter on the wire. Mutual exclusion holds, every failure honours the
+// error contract, and once everyone is done nothing is left in Redis: no
+// grant made to a caller that gave up, no line.
+func TestDeadlineChurn(t *testing.T) {
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	ctx := ctxT(t, 60*time.Second)
+	const clients, goroutines, keys = 4, 25, 8
+	const run = 2 * time.Second
+	var (
+		inside     [keys]atomic.Int32
+		overlaps   atomic.Int32
+		grants     atomic.Int64
+		giveUps    atomic.Int64
+		violations atomic.Int64
+		example    atomic.Value
+		wg         sync.WaitGroup
+	)
+	stopAt := time.Now().Add(run)
+	for i := range clients {
+		c, p := proxied(t, srv, i%2 == 0)
+		p.SetJitter(time.Millisecond)
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stopAt) {
+					k := rand.IntN(keys)
+					lctx, cancel := context.WithTimeout(ctx, time.Duration(1+rand.IntN(200))*time.Millisecond)
+					l, err := c.Lock(lctx, fmt.Sprintf("churn:%d", k))
+					if err != nil {
+						giveUps.Add(1)
+						if lctx.Err() == nil || !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, lctx.Err()) {
+							violations.Add(1)
+							example.Store(fmt.Sprintf("ctx err %v: %v", lctx.Err(), err))
+						}
+						cancel()
+						continue
+					}
+					cancel()
+					if inside[k].Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					grants.Add(1)
+					time.Sleep(100 * time.Microsecond) // the critical section
+					inside[k].Add(-1)
+					if err := l.Release(ctx); err != nil {
+						violations.Add(1)
+						example.Store(fmt.Sprintf("release: %v", err))
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	t.Logf("%d grants (%.0f/s), %d give-ups", grants.Load(), float64(grants.Load())/run.Seconds(), giveUps.Load())
+	if overlaps.Load() != 0 {
+		t.Fatalf("%d overlapping holds", overlaps.Load())
+	}
+	if n := violations.Load(); n != 0 {
+		t.Fatalf("%d calls broke the error contract, e.g. %v", n, example.Load())
+	}
+	if grants.Load() == 0 {
+		t.Fatal("no grants at all")
+	}
+	waitFor(t, time.Second, "nothing but the fence counter left in Redis", func() bool {
+		keys := direct.Keys(ctx, "*").Val()
+		return len(keys) == 1 && keys[0] == "distlock:fence"
+	})
+}
+
+// A quorum Client over links with 100ms round trips, go-redis cutting calls
+// off at their context deadline (ContextTimeoutEnabled, as the README
+// advises): it acquires at once, also on cold connections, and a node whose
+// answer comes after the decision leaves nothing behind.
+func TestQuorumOverSlowLinks(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	ctx := ctxT(t, 30*time.Second)
+	nodes := make([]redis.UniversalClient, len(servers))
+	proxies := make([]*faultproxy.Proxy, len(servers))
+	for i, s := range servers {
+		proxies[i] = faultproxy.Start(t, s.Addr)
+		proxies[i].SetLatency(50 * time.Millisecond)
+		rdb := redis.NewClient(&redis.Options{Addr: proxies[i].Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		nodes[i] = rdb
+	}
+	c := distlock.NewQuorum(nodes)
+	defer c.Close()
+	start := time.Now()
+	l, err := c.TryLock(ctx, "far")
+	if err != nil {
+		t.Fatalf("TryLock over 100ms links, cold connections: %v", err)
+	}
+	t.Logf("acquired in %v over 100ms round trips (cold connections)", time.Since(start).Round(time.Millisecond))
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// One node far slower than the decision wait: its grant comes late.
+	proxies[2].SetLatency(600 * time.Millisecond)
+	start = time.Now()
+	l, err = c.Lock(ctx, "far")
+	if err != nil {
+		t.Fatalf("Lock with a slow node: %v", err)
+	}
+	t.Logf("acquired in %v with one node at 1.2s round trips", time.Since(start).Round(time.Millisecond))
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range servers {
+		rdb := s.Client(t)
+		waitFor(t, 5*time.Second, fmt.Sprintf("node %d to hold no lock", i), func() bool {
+			return rdb.Exists(ctx, "distlock:{far}").Val() == 0
+		})
+	}
+}
+
+// Lock.Context is cheap to call in a loop for a long-held lock: a context
+// whose cancel was called is forgotten, so memory does not grow.
+func TestContextCallsDoNotAccumulate(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+	l, err := c.Lock(ctx, "long", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for range 100_000 {
+		_, stop := l.Context(ctx)
+		stop()
+	}
+	// The registrations are dropped by context.AfterFunc goroutines: let
+	// them run.
+	var grew uint64
+	waitFor(t, 5*time.Second, "the registrations to be dropped", func() bool {
+		after := heap()
+		grew = after - min(after, before)
+		return grew < 2<<20
+	})
+	t.Logf("heap grew %d KiB over 100,000 Context calls", grew>>10)
+}
+
+// Extend's error names the call once, also when too few replicas
+// acknowledged it.
+func TestExtendErrorIsWrappedOnce(t *testing.T) {
+	rs := redistest.StartReplicaSet(t)
+	c := newLocks(t, rs.Master, distlock.WithReplicaAck(1, 100*time.Millisecond))
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.Lock(ctx, "k", distlock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Replica.Signal(syscall.SIGSTOP)
+	defer rs.Replica.Signal(syscall.SIGCONT)
+	err = l.Extend(ctx, time.Minute)
+	if !errors.Is(err, distlock.ErrNotReplicated) || strings.Count(err.Error(), `extend "k"`) != 1 {
+		t.Fatalf("Extend error %q: want ErrNotReplicated, the call named once", err)
+	}
+}
+
+// A lock handed over to a waiter that does not renew it keeps its whole
+// TTL (the handoff's short first lease covers a TTL this short).
+func TestHandedOverFixedLeaseLastsItsTTL(t *testing.T) {
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	defer other.Close()
+	ctx := ctxT(t, 10*time.Second)
+	holder, err := c.TryLock(ctx, "fixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 1500 * time.Millisecond
+	got := acquireAsync(ctx, other, "fixed", distlock.WithTTL(ttl), distlock.WithoutRenewal())
+	waitFor(t, 2*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{fixed}:line").Val() == 1
+	})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 2*time.Second)
+	select {
+	case <-r.l.Lost():
+		lostAfter := time.Since(r.at)
+		t.Logf("handed-over fixed lease of %v lost %v after the grant", ttl, lostAfter.Round(time.Millisecond))
+		if lostAfter < ttl*8/10 {
+			t.Fatalf("lost %v after the grant, with a TTL of %v", lostAfter, ttl)
+		}
+	case <-time.After(2 * ttl):
+		t.Fatal("a fixed lease was never declared lost")
+	}
+}
+
+// Concurrent Release calls on one Lock drop exactly one hold: the others
+// get ErrNotHeld and the other reentrant hold stays.
+func TestConcurrentReleaseDropsOneHold(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	for range 20 {
+		a, err := c.Lock(ctx, "twice", distlock.WithOwner("job"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Lock(ctx, "twice", distlock.WithOwner("job"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok, notHeld atomic.Int32
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				switch err := a.Release(ctx); {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, distlock.ErrNotHeld):
+					notHeld.Add(1)
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if ok.Load() != 1 || notHeld.Load() != 7 {
+			t.Fatalf("%d Release calls succeeded, %d got ErrNotHeld; want 1 and 7", ok.Load(), notHeld.Load())
+		}
+		if n := holdCount(t, rdb, "twice"); n != 1 || b.Err() != nil {
+			t.Fatalf("%d holds left (other hold: %v), want 1 held", n, b.Err())
+		}
+		if err := b.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A TryLock on a held lock is one script call, with no line work.
+func TestTryLockIsOneCall(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	if _, err := c.TryLock(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	before := commandStats(t, rdb)
+	if _, err := c.TryLock(ctx, "busy"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+	after := commandStats(t, rdb)
+	for _, cmd := range []string{"evalsha", "rpush", "lrem", "lpop", "subscribe"} {
+		want := int64(0)
+		if cmd == "evalsha" {
+			want = 1
+		}
+		if d := after[cmd] - before[cmd]; d != want {
+			t.Errorf("%d %s calls for a TryLock on a held lock, want %d", d, cmd, want)
+		}
+	}
+}
+
+// Lock calls racing Close leave no goroutine or subscription behind.
+func TestLockRacingCloseLeavesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	holder := distlock.New(srv.Client(t))
+	defer holder.Close()
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := holder.TryLock(ctx, "busy", distlock.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	ignore := goleak.IgnoreCurrent()
+	for range 30 {
+		rdb := redis.NewClient(srv.Options())
+		c := distlock.New(rdb)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = c.Lock(ctx, "busy")
+			}()
+		}
+		runtime.Gosched()
+		c.Close()
+		wg.Wait()
+		rdb.Close()
+	}
+	goleak.VerifyNone(t, ignore)
+}
