@@ -50,9 +50,9 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	default:
 		c.broken = cfg.ack.validate()
 	}
-	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH"}
+	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg}
 	if isCluster(rdb) {
-		s.pub = "SPUBLISH"
+		s.pub, s.pubArg = "SPUBLISH", spublishArg
 		c.counter = slotCounter(c.prefix)
 	}
 	c.b = s
@@ -154,12 +154,9 @@ func (c *Client) request(key string, opts []Option, wait bool) (*request, error)
 		return nil, err
 	}
 	token := newToken()
-	r := &request{
-		key: key, names: c.names(key), cfg: cfg, token: token, wait: wait,
-		tail: strconv.Itoa(len(cfg.owner)) + ":" + cfg.owner + cfg.meta,
-	}
-	if wait {
-		r.entry = token + " " + c.id + " " + strconv.FormatInt(cfg.ttl.Milliseconds(), 10) + " " + r.tail
+	r := &request{key: key, names: c.names(key), cfg: cfg, token: token, wait: wait, tail: defaultTail}
+	if cfg.owner != "" || cfg.meta != processMetadata {
+		r.tail = strconv.Itoa(len(cfg.owner)) + ":" + cfg.owner + cfg.meta
 	}
 	return r, nil
 }
@@ -177,7 +174,7 @@ func (c *Client) usable() error {
 }
 
 func (c *Client) names(key string) keyNames {
-	return lockKeys(c.prefix, key, c.id, c.counter)
+	return newKeyNames(c.prefix+"{"+key+"}"+lineSuffix, c.counter)
 }
 
 // notify returns the Client's notifier, creating it on first use; nil after
@@ -198,12 +195,23 @@ type request struct {
 	cfg   lockConfig
 	token string
 	tail  string // "<len(owner)>:<owner><meta>", see lua/lib.lua
-	entry string // the call's line entry, see lua/lib.lua
+	entry string // the call's line entry (see lua/lib.lua), once it waits
 	wait  bool
 	// sent is when the last attempt that left this call in line was sent: a
 	// handoff to it happened later, so its lease runs at least until
 	// sent + ttl.
 	sent time.Time
+}
+
+// defaultTail is the tail of a lock without owner or WithMetadata.
+var defaultTail = "0:" + processMetadata
+
+// lineEntry sets r.entry, the call's entry in the line of a Client with id.
+func (r *request) lineEntry(clientID string) string {
+	if r.entry == "" {
+		r.entry = r.token + " " + clientID + " " + strconv.FormatInt(r.cfg.ttl.Milliseconds(), 10) + " " + r.tail
+	}
+	return r.entry
 }
 
 // newToken returns 128 random bits; crypto/rand makes reuse practically

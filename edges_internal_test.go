@@ -88,7 +88,7 @@ func TestQuorumReleaseWithHoldsLeftWakesNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := c.notify()
-	w := n.joinLocal(c.names("re").channel)
+	w := n.joinLocal(c.names("re").channel())
 	poll(t, 2*time.Second, "the subscription", func() bool { return n.isLive(w) })
 	select {
 	case <-w.wake: // the confirmation's wake-up

@@ -187,7 +187,7 @@ func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (Loc
 		return LockInfo{}, fmt.Errorf("%w: fence must not be negative, got %d", ErrInvalidOption, fence)
 	}
 	names := c.names(key)
-	res, err := forceReleaseScript.Run(ctx, c.b.admin(), names.scriptKeys(), fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
+	res, err := forceReleaseScript.Run(ctx, c.b.admin(), names.keys, fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
 	if err == nil && len(res) != 0 && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}

@@ -11,28 +11,38 @@ import (
 // touch them all; fence is the counter of the node (or, on a Cluster, of
 // the lock's slot), which lands in the same slot by construction.
 type keyNames struct {
-	lock    string // string: the grant (see lua/lib.lua), with the lease as TTL
-	line    string // list: waiters in arrival order
-	channel string // pub/sub: "r" when the lock is freed (quorum waiters)
-	inbox   string // pub/sub: handoffs to this Client's waiters
-	fence   string // counter shared by every lock of the node or slot
+	lock  string // string: the grant (see lua/lib.lua), with the lease as TTL
+	fence string // counter shared by every lock of the node or slot
+	line  string // list: waiters in arrival order
+	// keys are the KEYS of the acquire and release scripts: lock, fence,
+	// line; keys[:1] those of extend and pttl. Built once per call.
+	keys []string
 }
 
-// lockKeys returns the names of key's lock for prefix and a Client id.
-// counter names the fence counter of the lock key (see fenceCounter).
-func lockKeys(prefix, key, clientID string, counter func(lockKey string) string) keyNames {
-	base := prefix + "{" + key + "}"
-	return keyNames{
-		lock:    base,
-		line:    base + ":line",
-		channel: base + ":released",
-		inbox:   base + ":to:" + clientID,
-		fence:   counter(base),
-	}
+// lockKeys returns the names of the lock whose Redis key is lockKey;
+// counter names its fence counter (nodeCounter or slotCounter).
+func lockKeys(lockKey string, counter func(lockKey string) string) keyNames {
+	return newKeyNames(lockKey+lineSuffix, counter)
 }
 
-// scriptKeys are the KEYS of the acquire and release scripts.
-func (k keyNames) scriptKeys() []string { return []string{k.lock, k.fence, k.line} }
+const lineSuffix = ":line"
+
+// newKeyNames builds the names from the line's key: the lock's key is its
+// prefix, so both share one string.
+func newKeyNames(line string, counter func(lockKey string) string) keyNames {
+	lock := line[:len(line)-len(lineSuffix)]
+	k := keyNames{lock: lock, fence: counter(lock), line: line}
+	k.keys = []string{k.lock, k.fence, k.line}
+	return k
+}
+
+// channel is where "r" is published when the lock is freed without a
+// handoff (quorum waiters listen there).
+func (k keyNames) channel() string { return k.lock + ":released" }
+
+// inbox is where handoffs to the waiters of the Client with id are
+// published.
+func (k keyNames) inbox(clientID string) string { return k.lock + ":to:" + clientID }
 
 // nodeCounter is the fence counter of a standalone or Sentinel-managed
 // server: one key per node, so that fences cost no key per lock name.

@@ -227,7 +227,7 @@ func (n *notifier) deliver(channel, payload string) {
 		return
 	}
 	if lockKey, ok := strings.CutSuffix(channel, ":to:"+n.c.id); ok {
-		n.c.b.passOn(n.c.namesOf(lockKey), token)
+		n.c.b.passOn(lockKeys(lockKey, n.c.counter), token)
 	}
 }
 
@@ -345,10 +345,4 @@ func (c *Client) park(ctx context.Context, w *waiter, wait time.Duration) (int64
 		return 0, ctx.Err()
 	}
 	return 0, nil
-}
-
-// namesOf returns the key names of the lock whose Redis key is lockKey.
-func (c *Client) namesOf(lockKey string) keyNames {
-	return keyNames{lock: lockKey, line: lockKey + ":line", channel: lockKey + ":released",
-		inbox: lockKey + ":to:" + c.id, fence: c.counter(lockKey)}
 }

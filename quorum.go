@@ -125,7 +125,7 @@ func (q *quorum) lock(ctx context.Context, r *request) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, notObtained(r.key, err)
 	}
-	if n := q.c.existingNotifier(); n == nil || !n.waitingLocally(r.names.channel) {
+	if n := q.c.existingNotifier(); n == nil || !n.waitingLocally(r.names.channel()) {
 		// Nobody in this process waits for it: ask at once.
 		l, _, err := q.attempt(ctx, r)
 		if !r.wait || !errors.Is(err, ErrNotObtained) {
@@ -147,7 +147,7 @@ func (q *quorum) lock(ctx context.Context, r *request) (*Lock, error) {
 // when the holder's lease runs out, and after a backoff, so that a lost
 // message never hangs it.
 func (q *quorum) wait(ctx context.Context, r *request, n *notifier) (*Lock, error) {
-	w := n.joinLocal(r.names.channel)
+	w := n.joinLocal(r.names.channel())
 	acquired := false
 	defer func() { n.leaveLine(w, acquired) }()
 	var last error
@@ -224,7 +224,7 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	}
 	args := []any{token, r.cfg.ttl.Milliseconds(), r.cfg.owner, r.tail, nowMillis(), modeTry}
 	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
-		return acquireScript.Run(ctx, rdb, r.names.scriptKeys(), args...).Int64Slice()
+		return acquireScript.Run(ctx, rdb, r.names.keys, args...).Int64Slice()
 	}, q.decided(isGrant), late)
 	errs := make([]error, len(res))
 	grants, top, holderTTL := 0, int64(0), time.Duration(-1)
@@ -277,7 +277,7 @@ func isGrant(r nodeResult) bool {
 // giveBack releases, in the background, whatever node i granted token.
 func (q *quorum) giveBack(i int, names keyNames, token string) {
 	q.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, q.nodes[i], names, token, "PUBLISH", "", true).Err()
+		_ = runRelease(ctx, q.nodes[i], names, token, publishArg, "", true).Err()
 	})
 }
 
@@ -303,7 +303,7 @@ func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, 
 
 func (q *quorum) release(ctx context.Context, l *Lock) (releaseOutcome, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
-		return runRelease(ctx, rdb, l.names, l.token, "PUBLISH", "", true).Int64Slice()
+		return runRelease(ctx, rdb, l.names, l.token, publishArg, "", true).Int64Slice()
 	}, nil, nil)
 	held, taken, failed, freed := 0, 0, 0, false
 	for _, x := range res {
@@ -327,7 +327,7 @@ func (q *quorum) release(ctx context.Context, l *Lock) (releaseOutcome, error) {
 		return releaseGone, nil
 	case freed:
 		if n := q.c.existingNotifier(); n != nil {
-			n.deliver(l.names.channel, "r") // the local line need not wait for Redis' notice
+			n.deliver(l.names.channel(), "r") // the local line need not wait for Redis' notice
 		}
 		return releaseFreed, nil
 	}
@@ -337,7 +337,7 @@ func (q *quorum) release(ctx context.Context, l *Lock) (releaseOutcome, error) {
 func (q *quorum) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
 	start := time.Now()
 	res := q.onNodes(ctx, decisionWait(ttl), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
-		return extendScript.Run(ctx, rdb, []string{l.names.lock}, l.token, ttl.Milliseconds()).Int64()
+		return extendScript.Run(ctx, rdb, l.names.keys[:1], l.token, ttl.Milliseconds()).Int64()
 	}, q.decided(func(r nodeResult) bool { v, _ := r.val.(int64); return r.err == nil && v == 1 }), nil)
 	renewed, notHeld := 0, 0
 	for _, x := range res {
@@ -368,7 +368,7 @@ func (q *quorum) outcome(renewed, notHeld int, start time.Time, ttl time.Duratio
 // pttl is the lease a majority still has: the quorum-th longest.
 func (q *quorum) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
-		return pttlScript.Run(ctx, rdb, []string{l.names.lock}, l.token).Int64()
+		return pttlScript.Run(ctx, rdb, l.names.keys[:1], l.token).Int64()
 	}, nil, nil)
 	var ttls []int64
 	for _, x := range res {

@@ -47,8 +47,34 @@ const handoffLease = 2 * time.Second
 // (first dropping entry from the line, if not ""), hands a freed lock to the
 // next waiter, and with announce publishes "r" on the lock's shared channel
 // when the lock is freed without a handoff.
-func runRelease(ctx context.Context, rdb redis.Scripter, names keyNames, token, pub, entry string, announce bool) *redis.Cmd {
-	return releaseScript.Run(ctx, rdb, names.scriptKeys(), token, pub, nowMillis(), entry, boolArg(announce), handoffLease.Milliseconds())
+func runRelease(ctx context.Context, rdb redis.Scripter, names keyNames, token string, pub any, entry string, announce bool) *redis.Cmd {
+	return releaseScript.Run(ctx, rdb, names.keys, token, pub, nowMillis(), entry, boolArg(announce), handoffLeaseArg)
+}
+
+// Script arguments that are the same on every call, boxed once: each
+// conversion to an interface would otherwise allocate on the lock path.
+var (
+	argFalse, argTrue any = "0", "1"
+	handoffLeaseArg   any = handoffLease.Milliseconds()
+	defaultTTLArg     any = DefaultTTL.Milliseconds()
+	lineTTLArg        any = lineTTL.Milliseconds()
+	publishArg        any = "PUBLISH"
+	spublishArg       any = "SPUBLISH"
+)
+
+func boolArg(b bool) any {
+	if b {
+		return argTrue
+	}
+	return argFalse
+}
+
+// msArg is d in milliseconds as a script argument.
+func msArg(d time.Duration) any {
+	if d == DefaultTTL {
+		return defaultTTLArg
+	}
+	return d.Milliseconds()
 }
 
 // Acquire modes (ARGV[6] of acquire.lua).

@@ -32,6 +32,8 @@ type single struct {
 	rdb redis.UniversalClient
 	ack replicaAck
 	pub string // PUBLISH, or SPUBLISH on a Cluster
+	// pubArg is pub as a script argument
+	pubArg any
 }
 
 func (s *single) subscriptions() []redis.UniversalClient { return []redis.UniversalClient{s.rdb} }
@@ -51,12 +53,17 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 		return nil, notObtained(r.key, err)
 	}
 	mode, again := modeTry, false
+	var inbox string
 	var w *waiter
 	n := s.c.existingNotifier()
+	if r.wait && (n != nil || r.cfg.fair) {
+		inbox = r.names.inbox(s.c.id)
+		r.lineEntry(s.c.id)
+	}
 	if r.wait && n != nil {
 		// A lock this Client waited for lately is likely held: line up in
 		// the same call that asks, if the subscription is still there.
-		if w = n.joinLive(r.names.inbox, r.token); w != nil {
+		if w = n.joinLive(inbox, r.token); w != nil {
 			mode = modeJoin
 		}
 	}
@@ -74,7 +81,7 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 			if n = s.c.notify(); n == nil {
 				return nil, notObtained(r.key, ErrClosed)
 			}
-			w = n.join(r.names.inbox, r.token)
+			w = n.join(inbox, r.token)
 		}
 		if mode != modeTry && !n.isLive(w) {
 			// A handoff skips a client nobody hears: be heard first.
@@ -95,13 +102,15 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 			lastErr = err // already in line: keep waiting, ask again later
 		case rep.granted:
 			if rep.handed {
-				n.expectGrant(r.names.inbox, r.token)
+				n.expectGrant(inbox, r.token)
 			}
 			return newLock(s.c, r, rep.fence, sent, r.cfg.ttl), nil
 		case !r.wait:
 			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotObtained, r.key)
 		case mode == modeTry:
 			mode = modeJoin // held: line up and wait
+			inbox = r.names.inbox(s.c.id)
+			r.lineEntry(s.c.id)
 			continue
 		default:
 			again, r.sent = true, sent
@@ -143,11 +152,12 @@ func (s *single) attempt(ctx context.Context, r *request, mode string, again boo
 }
 
 func (s *single) acquire(ctx context.Context, r *request, mode string, again bool) (reply, error) {
-	args := []any{r.token, r.cfg.ttl.Milliseconds(), r.cfg.owner, r.tail, nowMillis(), mode}
+	args := make([]any, 6, 11)
+	args[0], args[1], args[2], args[3], args[4], args[5] = r.token, msArg(r.cfg.ttl), r.cfg.owner, r.tail, nowMillis(), mode
 	if mode != modeTry {
-		args = append(args, r.entry, boolArg(again), s.pub, lineTTL.Milliseconds(), handoffLease.Milliseconds())
+		args = append(args, r.entry, boolArg(again), s.pubArg, lineTTLArg, handoffLeaseArg)
 	}
-	cmd, acked := s.ack.run(ctx, s.rdb, acquireScript, r.names.scriptKeys(), args...)
+	cmd, acked := s.ack.run(ctx, s.rdb, acquireScript, r.names.keys, args...)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, err)
@@ -161,7 +171,7 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 	if !acked {
 		// The grant may not survive a failover: undo it rather than hand out
 		// a lock that a promoted replica would give to someone else too.
-		_ = runRelease(ctx, s.rdb, r.names, r.token, s.pub, r.entry, false).Err()
+		_ = runRelease(ctx, s.rdb, r.names, r.token, s.pubArg, r.entry, false).Err()
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
 	}
 	return reply{granted: true, handed: len(res) > 3, fence: res[1]}, nil
@@ -196,19 +206,19 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64) *Lock 
 // line entry, and a grant made to it. It runs in the background.
 func (s *single) abandon(r *request) {
 	s.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, s.rdb, r.names, r.token, s.pub, r.entry, false).Err()
+		_ = runRelease(ctx, s.rdb, r.names, r.token, s.pubArg, r.entry, false).Err()
 	})
 }
 
 // passOn frees a grant handed to a waiter that is gone.
 func (s *single) passOn(names keyNames, token string) {
 	s.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, s.rdb, names, token, s.pub, "", false).Err()
+		_ = runRelease(ctx, s.rdb, names, token, s.pubArg, "", false).Err()
 	})
 }
 
 func (s *single) release(ctx context.Context, l *Lock) (releaseOutcome, error) {
-	res, err := runRelease(ctx, s.rdb, l.names, l.token, s.pub, "", false).Int64Slice()
+	res, err := runRelease(ctx, s.rdb, l.names, l.token, s.pubArg, "", false).Int64Slice()
 	if err != nil {
 		return releaseGone, err
 	}
@@ -231,7 +241,7 @@ func releaseReply(res []int64) releaseOutcome {
 }
 
 func (s *single) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
-	cmd, acked := s.ack.run(ctx, s.rdb, extendScript, []string{l.names.lock}, l.token, ttl.Milliseconds())
+	cmd, acked := s.ack.run(ctx, s.rdb, extendScript, l.names.keys[:1], l.token, ttl.Milliseconds())
 	v, err := cmd.Int64()
 	if err != nil {
 		return extendGone, err
@@ -253,7 +263,7 @@ func extendReply(v int64, acked bool) extendOutcome {
 }
 
 func (s *single) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
-	ms, err := pttlScript.Run(ctx, s.rdb, []string{l.names.lock}, l.token).Int64()
+	ms, err := pttlScript.Run(ctx, s.rdb, l.names.keys[:1], l.token).Int64()
 	if err != nil || ms < 0 {
 		return -1, err
 	}
@@ -299,7 +309,7 @@ func pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Loc
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range batch {
 			res[i].l, res[i].ttl = l, l.lease()
-			cmds[i] = extendScript.EvalSha(ctx, p, []string{l.names.lock}, l.token, res[i].ttl.Milliseconds())
+			cmds[i] = extendScript.EvalSha(ctx, p, l.names.keys[:1], l.token, res[i].ttl.Milliseconds())
 		}
 		if ack.replicas > 0 {
 			wait = ack.queueWait(ctx, p)
@@ -324,11 +334,4 @@ func needsScriptLoad(res []renewResult) bool {
 
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
-
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }
