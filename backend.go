@@ -17,8 +17,9 @@ type backend interface {
 	// lock takes the lock for r: one attempt, or with r.wait until it is
 	// granted or ctx ends.
 	lock(ctx context.Context, r *request) (*Lock, error)
-	// release drops l's hold in Redis; l has already ended locally.
-	release(ctx context.Context, l *Lock) (releaseOutcome, error)
+	// release drops l's hold in Redis; l has already ended locally. A
+	// waiter the lock is handed to gets link (see Observer.Link).
+	release(ctx context.Context, l *Lock, link string) (releaseOutcome, error)
 	// extend resets l's lease to ttl.
 	extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error)
 	// pttl is l's lease left, or -1 when not held.

@@ -20,7 +20,8 @@ import (
 // use; create one per process and share it.
 type Client struct {
 	b      backend
-	broken error // set when the Client was built unusable (nil client, bad option)
+	obs    Observer // nil when nobody observes
+	broken error    // set when the Client was built unusable (nil client, bad option)
 	prefix string
 	id     string // names this Client's inbox channels
 	// counter names the fence counter of a lock key (node or slot counter)
@@ -61,6 +62,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 
 func newClient(cfg clientConfig) *Client {
 	return &Client{
+		obs:     cfg.observer(),
 		prefix:  cfg.prefix,
 		id:      newToken()[:11],
 		counter: nodeCounter(cfg.prefix),
@@ -117,7 +119,7 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	if err != nil {
 		return nil, err
 	}
-	return c.b.lock(ctx, r)
+	return c.acquire(ctx, r)
 }
 
 // Lock takes key, waiting while another owner holds it until the lock is
@@ -138,7 +140,34 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
-	return c.b.lock(ctx, r)
+	return c.acquire(ctx, r)
+}
+
+// acquire runs r on the backend, observed.
+func (c *Client) acquire(ctx context.Context, r *request) (*Lock, error) {
+	if c.obs == nil {
+		return c.b.lock(ctx, r)
+	}
+	start := time.Now()
+	ctx = c.obs.Start(ctx, EventAcquire, r.key)
+	l, err := c.b.lock(ctx, r)
+	e := Event{Kind: EventAcquire, Key: r.key, Err: err, Duration: time.Since(start)}
+	if l != nil {
+		e.Fence, e.How, e.Link = l.fence, r.how, r.link
+		if !r.queuedAt.IsZero() {
+			e.Wait = time.Since(r.queuedAt)
+		}
+	}
+	c.obs.Observe(ctx, e)
+	return l, err
+}
+
+// queued records that r lined up to wait.
+func (c *Client) queued(ctx context.Context, r *request) {
+	if r.queuedAt.IsZero() {
+		r.queuedAt = time.Now()
+		c.observe(ctx, Event{Kind: EventQueued, Key: r.key})
+	}
 }
 
 // request validates one Lock or TryLock call.
@@ -201,6 +230,11 @@ type request struct {
 	// handoff to it happened later, so its lease runs at least until
 	// sent + ttl.
 	sent time.Time
+
+	// for observers
+	how      How
+	queuedAt time.Time
+	link     string
 }
 
 // defaultTail is the tail of a lock without owner or WithMetadata.

@@ -16,6 +16,7 @@ type Lock struct {
 	token  string // this hold; Redis releases and extends by it
 	fence  int64
 	renew  bool
+	since  time.Time // when the hold began, for EventHoldEnded
 
 	mu      sync.Mutex
 	ttl     time.Duration // the lease renewal keeps
@@ -48,6 +49,9 @@ func newLock(c *Client, r *request, fence int64, start time.Time, lease time.Dur
 	l := &Lock{
 		client: c, key: r.key, names: r.names, token: r.token, fence: fence,
 		renew: !r.cfg.noRenew, ttl: r.cfg.ttl, heapIdx: -1,
+	}
+	if c.obs != nil {
+		l.since = time.Now()
 	}
 	l.valid = start.Add(lease - drift(lease))
 	l.renewAt = start.Add(lease / 3)
@@ -99,6 +103,18 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
 	}
+	c := l.client
+	if c.obs == nil {
+		return l.release(ctx, "")
+	}
+	start := time.Now()
+	ctx = c.obs.Start(ctx, EventRelease, l.key)
+	err := l.release(ctx, c.obs.Link(ctx))
+	c.obs.Observe(ctx, Event{Kind: EventRelease, Key: l.key, Fence: l.fence, Err: err, Duration: time.Since(start)})
+	return err
+}
+
+func (l *Lock) release(ctx context.Context, link string) error {
 	l.mu.Lock()
 	done := l.state == released
 	if l.state == held && !time.Now().Before(l.valid) {
@@ -114,7 +130,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	out, err := detached(l.client, ctx, func(ctx context.Context) (releaseOutcome, error) {
 		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 		defer cancel()
-		return l.client.b.release(ctx, l)
+		return l.client.b.release(ctx, l, link)
 	}, nil)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -127,6 +143,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	case out == releaseTaken:
 		l.lostBeforeRelease(ErrTaken)
 		return ErrNotHeld
+	case out == releaseHandedOver:
+		l.client.observe(ctx, Event{Kind: EventHandoff, Key: l.key, Fence: l.fence})
 	}
 	return nil
 }
@@ -153,6 +171,18 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return ErrNotHeld
 	}
+	c := l.client
+	if c.obs == nil {
+		return l.extend(ctx, ttl)
+	}
+	start := time.Now()
+	ctx = c.obs.Start(ctx, EventExtend, l.key)
+	err := l.extend(ctx, ttl)
+	c.obs.Observe(ctx, Event{Kind: EventExtend, Key: l.key, Fence: l.fence, Err: err, Duration: time.Since(start)})
+	return err
+}
+
+func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond || ttl > MaxTTL {
 		return fmt.Errorf("%w: %v is outside [1ms, %v]", ErrInvalidTTL, ttl, MaxTTL)
 	}
@@ -360,6 +390,9 @@ func (l *Lock) endLocked(state lockState, cause error) {
 		return
 	}
 	l.state, l.cause = state, cause
+	if c := l.client; c.obs != nil { // observed before the signal, so a watcher finds the event
+		c.obs.Observe(context.Background(), Event{Kind: EventHoldEnded, Key: l.key, Fence: l.fence, Err: cause, Duration: time.Since(l.since)})
+	}
 	if state == lost && l.lost != nil {
 		close(l.lost)
 	}

@@ -50,7 +50,13 @@ type waiter struct {
 	channel string
 	token   string        // "" for a quorum waiter in the local line
 	wake    chan struct{} // a release, the subscription became live, or a reconnect
-	grant   chan int64    // a handoff to this waiter, with its fence
+	grant   chan handoff  // a handoff to this waiter
+}
+
+// handoff is a grant that a release made to a waiter.
+type handoff struct {
+	fence int64
+	link  string // the releaser's Observer.Link
 }
 
 func newNotifier(c *Client, rdbs []redis.UniversalClient) *notifier {
@@ -106,7 +112,7 @@ func (n *notifier) joinLocal(channel string) *waiter {
 }
 
 func newWaiter(channel, token string) *waiter {
-	return &waiter{channel: channel, token: token, wake: make(chan struct{}, 1), grant: make(chan int64, 1)}
+	return &waiter{channel: channel, token: token, wake: make(chan struct{}, 1), grant: make(chan handoff, 1)}
 }
 
 // stateLocked returns channel's state, subscribing on first use.
@@ -193,8 +199,8 @@ func (n *notifier) expectGrant(channel, token string) {
 	n.expect[token] = now
 }
 
-// deliver handles a message on channel: "g <fence> <token>" hands the lock
-// to that waiter (or, if it is gone, passes the lock on); anything else
+// deliver handles a message on channel: "g <fence> <token> [<link>]" hands
+// the lock to that waiter (or, if it is gone, passes the lock on); anything else
 // says the lock is free and wakes the head of the local line and the
 // waiters in line.
 func (n *notifier) deliver(channel, payload string) {
@@ -208,7 +214,8 @@ func (n *notifier) deliver(channel, payload string) {
 		}
 		return
 	}
-	f, token, _ := strings.Cut(rest, " ")
+	f, rest, _ := strings.Cut(rest, " ")
+	token, link, _ := strings.Cut(rest, " ")
 	fence, err := strconv.ParseInt(f, 10, 64)
 	if err != nil || token == "" {
 		return
@@ -216,7 +223,7 @@ func (n *notifier) deliver(channel, payload string) {
 	if s != nil {
 		if w := s.queued[token]; w != nil {
 			select {
-			case w.grant <- fence:
+			case w.grant <- handoff{fence, link}:
 			default:
 			}
 			return
@@ -321,11 +328,12 @@ func indexOf(line []*waiter, w *waiter) int {
 }
 
 // park blocks until w is woken, wait passes (negative: no timer), ctx ends
-// or the Client closes. It returns the fence when the lock was handed to w.
-func (c *Client) park(ctx context.Context, w *waiter, wait time.Duration) (int64, error) {
+// or the Client closes. It returns the handoff when the lock was handed to
+// w (fence 0 otherwise).
+func (c *Client) park(ctx context.Context, w *waiter, wait time.Duration) (handoff, error) {
 	select {
-	case fence := <-w.grant:
-		return fence, nil
+	case h := <-w.grant:
+		return h, nil
 	default:
 	}
 	var timeout <-chan time.Time
@@ -335,14 +343,14 @@ func (c *Client) park(ctx context.Context, w *waiter, wait time.Duration) (int64
 		timeout = t.C
 	}
 	select {
-	case fence := <-w.grant:
-		return fence, nil
+	case h := <-w.grant:
+		return h, nil
 	case <-w.wake:
 	case <-timeout:
 	case <-c.closing:
-		return 0, ErrClosed
+		return handoff{}, ErrClosed
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return handoff{}, ctx.Err()
 	}
-	return 0, nil
+	return handoff{}, nil
 }

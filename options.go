@@ -25,8 +25,9 @@ const (
 type ClientOption func(*clientConfig)
 
 type clientConfig struct {
-	prefix string
-	ack    replicaAck
+	prefix    string
+	ack       replicaAck
+	observers []Observer
 }
 
 // WithKeyPrefix replaces DefaultPrefix, to keep applications sharing one Redis

@@ -129,6 +129,7 @@ func (q *quorum) lock(ctx context.Context, r *request) (*Lock, error) {
 		// Nobody in this process waits for it: ask at once.
 		l, _, err := q.attempt(ctx, r)
 		if !r.wait || !errors.Is(err, ErrNotObtained) {
+			r.how = HowFree
 			return l, err
 		}
 		if ctx.Err() != nil {
@@ -148,6 +149,7 @@ func (q *quorum) lock(ctx context.Context, r *request) (*Lock, error) {
 // message never hangs it.
 func (q *quorum) wait(ctx context.Context, r *request, n *notifier) (*Lock, error) {
 	w := n.joinLocal(r.names.channel())
+	q.c.queued(ctx, r)
 	acquired := false
 	defer func() { n.leaveLine(w, acquired) }()
 	var last error
@@ -157,7 +159,7 @@ func (q *quorum) wait(ctx context.Context, r *request, n *notifier) (*Lock, erro
 			began := time.Now()
 			l, holderTTL, err := q.attempt(ctx, r)
 			if !errors.Is(err, ErrNotObtained) {
-				acquired = err == nil
+				acquired, r.how = err == nil, HowAfterWait
 				return l, err
 			}
 			last = err
@@ -301,7 +303,7 @@ func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, 
 	return ok >= q.majority()
 }
 
-func (q *quorum) release(ctx context.Context, l *Lock) (releaseOutcome, error) {
+func (q *quorum) release(ctx context.Context, l *Lock, _ string) (releaseOutcome, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
 		return runRelease(ctx, rdb, l.names, l.token, publishArg, "", true).Int64Slice()
 	}, nil, nil)
@@ -537,7 +539,10 @@ func (q *quorum) noteNode(i int, err error) {
 	if errors.Is(err, ErrNotObtained) {
 		return // not asked: says nothing about the node
 	}
-	q.suspect[i].Store(err != nil && !errors.As(err, &reply))
+	failed := err != nil && !errors.As(err, &reply)
+	if was := q.suspect[i].Swap(failed); failed && !was {
+		q.c.observe(context.Background(), Event{Kind: EventNodeError, Node: i, Err: err})
+	}
 }
 
 // decided returns an enough func for onNodes: the outcome is known once a

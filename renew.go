@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"container/heap"
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -19,7 +20,8 @@ const maxRenewBatch = 512
 // on Redis so that deadlines fire even while Redis hangs, and one worker that
 // sends batches.
 type renewer struct {
-	b backend
+	b   backend
+	obs Observer
 
 	mu      sync.Mutex
 	pending []*Lock
@@ -44,6 +46,7 @@ type renewResult struct {
 func startRenewer(c *Client) *renewer {
 	r := &renewer{
 		b:       c.b,
+		obs:     c.obs,
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -179,13 +182,48 @@ func (r *renewer) takePending() []*Lock {
 func (r *renewer) work(done chan struct{}) {
 	defer close(done)
 	for batch := range r.batches {
+		var due time.Time
+		if r.obs != nil {
+			due = firstDue(batch)
+		}
 		res := r.b.renew(batch)
+		if r.obs != nil {
+			r.observe(res, time.Since(due))
+		}
 		select {
 		case r.results <- res:
 		case <-r.quit:
 			return
 		}
 	}
+}
+
+// firstDue is the earliest renewal time in batch.
+func firstDue(batch []*Lock) time.Time {
+	var due time.Time
+	for _, l := range batch {
+		l.mu.Lock()
+		if due.IsZero() || l.renewAt.Before(due) {
+			due = l.renewAt
+		}
+		l.mu.Unlock()
+	}
+	return due
+}
+
+// observe reports a renewal batch: its size, the leases that got no
+// answer, and how late it went out (lag).
+func (r *renewer) observe(res []renewResult, lag time.Duration) {
+	e := Event{Kind: EventRenewal, Batch: len(res), Lag: max(lag, 0)}
+	for _, x := range res {
+		if x.err != nil || x.out == extendUndecided {
+			e.Failed++
+			if e.Err == nil {
+				e.Err = x.err
+			}
+		}
+	}
+	r.obs.Observe(context.Background(), e)
 }
 
 // nextEvent is when the scheduler must look at l again: its renewal time,

@@ -48,7 +48,13 @@ const handoffLease = 2 * time.Second
 // next waiter, and with announce publishes "r" on the lock's shared channel
 // when the lock is freed without a handoff.
 func runRelease(ctx context.Context, rdb redis.Scripter, names keyNames, token string, pub any, entry string, announce bool) *redis.Cmd {
-	return releaseScript.Run(ctx, rdb, names.keys, token, pub, nowMillis(), entry, boolArg(announce), handoffLeaseArg)
+	return runReleaseLinked(ctx, rdb, names, token, pub, entry, announce, "")
+}
+
+// runReleaseLinked is runRelease passing link (see Observer.Link) to a
+// waiter the lock is handed to.
+func runReleaseLinked(ctx context.Context, rdb redis.Scripter, names keyNames, token string, pub any, entry string, announce bool, link string) *redis.Cmd {
+	return releaseScript.Run(ctx, rdb, names.keys, token, pub, nowMillis(), entry, boolArg(announce), handoffLeaseArg, link)
 }
 
 // Script arguments that are the same on every call, boxed once: each

@@ -101,8 +101,13 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 		case err != nil:
 			lastErr = err // already in line: keep waiting, ask again later
 		case rep.granted:
+			r.how = HowFree
+			if again {
+				r.how = HowAfterWait
+			}
 			if rep.handed {
 				n.expectGrant(inbox, r.token)
+				r.how = HowHandedOver
 			}
 			return newLock(s.c, r, rep.fence, sent, r.cfg.ttl), nil
 		case !r.wait:
@@ -114,17 +119,19 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 			continue
 		default:
 			again, r.sent = true, sent
+			s.c.queued(ctx, r)
 		}
 		wait := lineRefresh
 		if err == nil && rep.holderTTL >= 0 {
 			wait = min(wait, rep.holderTTL) // a crashed holder's lock is free then
 		}
-		fence, err := s.c.park(ctx, w, wait)
+		h, err := s.c.park(ctx, w, wait)
 		if err != nil {
 			return nil, s.gaveUp(r, err, true, lastErr)
 		}
-		if fence > 0 {
-			if l := s.handedOver(ctx, r, fence); l != nil {
+		if h.fence > 0 {
+			r.how, r.link = HowHandedOver, h.link
+			if l := s.handedOver(ctx, r, h.fence); l != nil {
 				return l, nil
 			}
 		}
@@ -217,8 +224,8 @@ func (s *single) passOn(names keyNames, token string) {
 	})
 }
 
-func (s *single) release(ctx context.Context, l *Lock) (releaseOutcome, error) {
-	res, err := runRelease(ctx, s.rdb, l.names, l.token, s.pubArg, "", false).Int64Slice()
+func (s *single) release(ctx context.Context, l *Lock, link string) (releaseOutcome, error) {
+	res, err := runReleaseLinked(ctx, s.rdb, l.names, l.token, s.pubArg, "", false, link).Int64Slice()
 	if err != nil {
 		return releaseGone, err
 	}

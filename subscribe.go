@@ -1,6 +1,7 @@
 package distlock
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -146,6 +147,9 @@ func (s *subscriber) listen(ps *redis.PubSub) {
 			if err != nil {
 				if n.ctx.Err() != nil {
 					return
+				}
+				if backoff == time.Millisecond { // the first failure since an answer
+					n.c.observe(context.Background(), Event{Kind: EventResubscribed, Err: err})
 				}
 				n.disconnected(ps)
 				t := time.NewTimer(backoff)

@@ -12,7 +12,8 @@
 --
 -- The line is a list of entries "<token> <client id> <ttl ms> <tail>". A
 -- handoff publishes "g <fence> <token>" on the lock's channel for that
--- client, "<lock>:to:<client id>"; PUBLISH (SPUBLISH on a Cluster) returns
+-- client, "<lock>:to:<client id>" (followed by " <link>" when the
+-- release carried a trace link); PUBLISH (SPUBLISH on a Cluster) returns
 -- how many connections heard it, and an entry nobody hears belongs to a
 -- client that is gone: it is skipped.
 
@@ -55,7 +56,7 @@ end
 -- connection closing (a frozen process) blocks the lock only that long; a
 -- live one extends it to its TTL if it holds the lock that long. Returns
 -- fence, token, or nil when nobody is waiting.
-local function handoff(pub, since, claim)
+local function handoff(pub, since, claim, link)
   while true do
     local e = redis.call('LPOP', KEYS[3])
     if not e then
@@ -64,7 +65,11 @@ local function handoff(pub, since, claim)
     local token, client, ttl, tail = string.match(e, '^(%S+) (%S+) (%d+) (.*)$')
     if token then
       local fence = redis.call('INCR', KEYS[2])
-      if redis.call(pub, KEYS[1] .. ':to:' .. client, 'g ' .. fence .. ' ' .. token) > 0 then
+      local msg = 'g ' .. fence .. ' ' .. token
+      if link and link ~= '' then
+        msg = msg .. ' ' .. link
+      end
+      if redis.call(pub, KEYS[1] .. ':to:' .. client, msg) > 0 then
         redis.call('SET', KEYS[1], grant(fence, since, token, '1', tail), 'PX',
           math.min(tonumber(ttl), tonumber(claim)))
         return fence, token
@@ -75,9 +80,9 @@ end
 
 -- free frees the lock whose line flag is line: it goes to the next waiter,
 -- or is deleted. Returns fence, token on a handoff.
-local function free(line, pub, since, claim)
+local function free(line, pub, since, claim, link)
   if line == '1' then
-    local fence, token = handoff(pub, since, claim)
+    local fence, token = handoff(pub, since, claim, link)
     if fence then
       return fence, token
     end

@@ -8,6 +8,7 @@
 -- ARGV[4] entry   line entry to drop first, "" for none
 -- ARGV[5] notify  "1": publish "r" on "<lock>:released" when freed
 -- ARGV[6] claim   first lease of a handoff, ms
+-- ARGV[7] link    trace link for the grantee, or ""
 -- returns {-1} when the lock is gone, {-2} when another grant holds it,
 -- {holds left}, {0} when freed, or {0, fence} when handed over with that
 -- fence.
@@ -27,7 +28,7 @@ if holds ~= ARGV[1] then
   redis.call('SET', KEYS[1], grant(fence, since, rest, line, tail), 'KEEPTTL')
   return {count_holds(rest)}
 end
-local f = free(line, ARGV[2], ARGV[3], ARGV[6])
+local f = free(line, ARGV[2], ARGV[3], ARGV[6], ARGV[7])
 if f then
   return {0, f}
 end

@@ -1,0 +1,138 @@
+package distlock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// recorder is an Observer that keeps every event; its Link is the key of
+// the call that asked, so that a handoff's link can be checked.
+type recorder struct {
+	mu     sync.Mutex
+	events []distlock.Event
+}
+
+type spanKey struct{}
+
+func (r *recorder) Start(ctx context.Context, kind distlock.EventKind, key string) context.Context {
+	return context.WithValue(ctx, spanKey{}, kind.String()+":"+key)
+}
+
+func (r *recorder) Observe(ctx context.Context, e distlock.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) Link(ctx context.Context) string {
+	s, _ := ctx.Value(spanKey{}).(string)
+	return s
+}
+
+func (r *recorder) find(kind distlock.EventKind, match func(distlock.Event) bool) (distlock.Event, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		if e.Kind == kind && (match == nil || match(e)) {
+			return e, true
+		}
+	}
+	return distlock.Event{}, false
+}
+
+// The events of a contended lock, a handoff and a loss, as an Observer
+// sees them.
+func TestObserverSeesTheLocksLife(t *testing.T) {
+	rec := &recorder{}
+	c, rdb, _ := setup(t, distlock.WithObserver(rec))
+	other := distlock.New(rdb, distlock.WithObserver(rec))
+	defer other.Close()
+	ctx := ctxT(t, 10*time.Second)
+
+	first, err := c.Lock(ctx, "obs", distlock.WithTTL(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, other, "obs")
+	waitFor(t, 2*time.Second, "the waiter to be queued", func() bool {
+		_, ok := rec.find(distlock.EventQueued, nil)
+		return ok
+	})
+	time.Sleep(300 * time.Millisecond) // held past a renewal
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := recv(t, got, 2*time.Second).l
+
+	if e, ok := rec.find(distlock.EventAcquire, func(e distlock.Event) bool { return e.Fence == first.Fence() }); !ok || e.How != distlock.HowFree || e.Err != nil {
+		t.Errorf("first acquire: %+v", e)
+	}
+	e, ok := rec.find(distlock.EventAcquire, func(e distlock.Event) bool { return e.Fence == second.Fence() })
+	if !ok || e.How != distlock.HowHandedOver || e.Wait <= 0 || e.Link != "release:obs" {
+		t.Errorf("handed-over acquire: %+v, want HowHandedOver, a wait and the release's link", e)
+	}
+	if _, ok := rec.find(distlock.EventHandoff, nil); !ok {
+		t.Error("no handoff event")
+	}
+	if e, ok := rec.find(distlock.EventHoldEnded, func(e distlock.Event) bool { return e.Fence == first.Fence() }); !ok || !errors.Is(e.Err, distlock.ErrReleased) || e.Duration < 300*time.Millisecond {
+		t.Errorf("first hold ended: %+v", e)
+	}
+	if e, ok := rec.find(distlock.EventRenewal, nil); !ok || e.Batch < 1 {
+		t.Errorf("renewal: %+v", e)
+	}
+
+	rdb.FlushAll(ctx) // the lease vanishes: the next renewal finds it gone
+	select {
+	case <-second.Lost():
+	case <-time.After(3 * time.Second):
+		t.Fatal("loss not seen")
+	}
+	if e, ok := rec.find(distlock.EventHoldEnded, func(e distlock.Event) bool { return e.Fence == second.Fence() }); !ok || !errors.Is(e.Err, distlock.ErrExpired) {
+		t.Errorf("lost hold: %+v, want ErrExpired", e)
+	}
+}
+
+// WithLogger logs a loss with its key, fence and cause.
+func TestLoggerLogsLoss(t *testing.T) {
+	var buf safeBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	c, rdb, _ := setup(t, distlock.WithLogger(logger))
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.Lock(ctx, "logged", distlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.FlushAll(ctx)
+	<-l.Lost()
+	out := buf.String()
+	for _, want := range []string{`"msg":"distlock: lock lost"`, `"key":"logged"`, `"cause":"distlock: lock lost: lease expired"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log %q lacks %s", out, want)
+		}
+	}
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
