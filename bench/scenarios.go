@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,21 +34,36 @@ func releaseCtx() (context.Context, context.CancelFunc) {
 
 // --- 1. uncontended acquire+release ---
 
-func runUncontended(c contender, addrs []string, n int) (lat []time.Duration, viol int64, err error) {
+type uncontendedRound struct {
+	lat        []time.Duration
+	use        usage // of the measured pairs only (warm-up excluded)
+	violations int64
+}
+
+// runUncontended times n Lock+Release pairs on a free key. ad is nil when
+// there is no single server to read statistics from (quorum).
+func runUncontended(c contender, addrs []string, ad *admin, n int) (*uncontendedRound, error) {
 	l, err := c.open(addrs, 10*time.Second)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer l.close()
 	var ex exclusion
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const warm = 20
+	out := &uncontendedRound{lat: make([]time.Duration, 0, n)}
+	var p *probe
 	for i := 0; i < n+warm; i++ {
+		if i == warm {
+			if p, err = startProbe(ad); err != nil {
+				return nil, err
+			}
+		}
 		start := mono()
 		rel, err := l.lock(ctx, "bench:u")
 		if err != nil {
-			return nil, 0, fmt.Errorf("lock: %w", err)
+			return nil, fmt.Errorf("lock: %w", err)
 		}
 		ex.enter()
 		ex.leave()
@@ -58,13 +71,17 @@ func runUncontended(c contender, addrs []string, n int) (lat []time.Duration, vi
 		err = rel(rctx)
 		rcancel()
 		if err != nil {
-			return nil, 0, fmt.Errorf("release: %w", err)
+			return nil, fmt.Errorf("release: %w", err)
 		}
 		if i >= warm {
-			lat = append(lat, mono()-start)
+			out.lat = append(out.lat, mono()-start)
 		}
 	}
-	return lat, ex.violations.Load(), nil
+	if out.use, err = p.stop(); err != nil {
+		return nil, err
+	}
+	out.violations = ex.violations.Load()
+	return out, nil
 }
 
 // --- 2. 32 goroutines on distinct keys, one client ---
@@ -129,191 +146,4 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) error {
 	case <-time.After(limit):
 		return fmt.Errorf("workers still running after %v", limit)
 	}
-}
-
-// --- 3. hot key ---
-
-// grant is one acquisition of the hot key.
-type grant struct {
-	who           int
-	asked, got    time.Duration // Lock called, Lock returned
-	releaseCalled time.Duration // critical section over, Release called
-}
-
-type hotRound struct {
-	grants     []grant
-	dur        time.Duration
-	counts     []int
-	worstWait  time.Duration
-	violations int64
-	calls      int64 // Redis command calls incl. inside scripts (commandstats)
-	topLevel   int64 // client-issued commands (MONITOR pass only)
-}
-
-func runHot(c contender, addrs []string, ad *admin, n int, hold, d time.Duration, mon bool) (*hotRound, error) {
-	ls := make([]locker, n)
-	defer func() {
-		for _, l := range ls {
-			if l != nil {
-				l.close()
-			}
-		}
-	}()
-	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer wcancel()
-	for i := range ls {
-		var err error
-		if ls[i], err = c.open(addrs, 10*time.Second); err != nil {
-			return nil, err
-		}
-		// Warm up connections (and subscriptions) outside the measurement.
-		rel, err := ls[i].lock(wctx, fmt.Sprintf("bench:warm:%d", i))
-		if err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
-		}
-		rctx, rcancel := releaseCtx()
-		err = rel(rctx)
-		rcancel()
-		if err != nil {
-			return nil, fmt.Errorf("warm-up release: %w", err)
-		}
-	}
-	var m *monitor
-	if mon {
-		var err error
-		if m, err = startMonitor(addrs[0]); err != nil {
-			return nil, err
-		}
-		defer m.close()
-	} else if err := ad.resetStats(); err != nil {
-		return nil, err
-	}
-
-	var (
-		mu     sync.Mutex
-		grants []grant
-		ex     exclusion
-		wg     sync.WaitGroup
-		errMu  sync.Mutex
-		runErr error
-		asking = make([]atomic.Int64, n) // Lock call start of a waiting contender, 0 when not waiting
-	)
-	start := mono()
-	end := start + d
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	for i := range ls {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				asked := mono()
-				asking[i].Store(int64(asked))
-				rel, err := ls[i].lock(ctx, "bench:hot")
-				got := mono()
-				asking[i].Store(0)
-				if err != nil {
-					if ctx.Err() == nil {
-						errMu.Lock()
-						runErr = fmt.Errorf("contender %d: %w", i, err)
-						errMu.Unlock()
-					}
-					return
-				}
-				ex.enter()
-				mu.Lock()
-				idx := len(grants)
-				grants = append(grants, grant{who: i, asked: asked, got: got})
-				mu.Unlock()
-				work(hold)
-				mu.Lock()
-				grants[idx].releaseCalled = mono()
-				mu.Unlock()
-				ex.leave()
-				rctx, rcancel := releaseCtx()
-				err = rel(rctx)
-				rcancel()
-				if err != nil {
-					errMu.Lock()
-					runErr = fmt.Errorf("contender %d release: %w", i, err)
-					errMu.Unlock()
-					return
-				}
-			}
-		}(i)
-	}
-	<-ctx.Done()
-	// Waiters still waiting at the end count with their wait so far.
-	var starved time.Duration
-	for i := range asking {
-		if a := time.Duration(asking[i].Load()); a > 0 {
-			starved = max(starved, end-a)
-		}
-	}
-	if err := waitGroup(&wg, 30*time.Second); err != nil {
-		return nil, err
-	}
-	if runErr != nil {
-		return nil, runErr
-	}
-	r := &hotRound{dur: d, counts: make([]int, n), violations: ex.violations.Load(), worstWait: starved}
-	for _, g := range grants {
-		if g.got <= end {
-			r.grants = append(r.grants, g)
-			r.counts[g.who]++
-			r.worstWait = max(r.worstWait, g.got-g.asked)
-		}
-	}
-	if mon {
-		var err error
-		if r.topLevel, err = m.stop(); err != nil {
-			return nil, err
-		}
-	} else {
-		var err error
-		if r.calls, err = ad.calls(); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
-// gaps returns release→next-acquire gaps, the subset where the lock passed
-// to another contender (handoffs), and how many grants went to the contender
-// that had just released.
-func (r *hotRound) gaps() (gaps, handoffs []time.Duration, regrabs int) {
-	for k := 1; k < len(r.grants); k++ {
-		prev, cur := r.grants[k-1], r.grants[k]
-		gap := cur.got - prev.releaseCalled
-		gaps = append(gaps, gap)
-		if cur.who == prev.who {
-			regrabs++
-		} else {
-			handoffs = append(handoffs, gap)
-		}
-	}
-	return gaps, handoffs, regrabs
-}
-
-// work simulates a critical section of d. It spins (yielding) rather than
-// sleeping because Go's timers round sub-millisecond sleeps up to about 1ms
-// on Linux, which would turn a 200µs hold into 1ms.
-func work(d time.Duration) {
-	until := mono() + d
-	for mono() < until {
-		runtime.Gosched()
-	}
-}
-
-// --- 6. quorum ---
-
-func runQuorum(c contender, addrs []string, n int) ([]time.Duration, int64, error) {
-	return runUncontended(c, addrs, n)
-}
-
-func minMax(counts []int) (int, int) {
-	if len(counts) == 0 {
-		return 0, 0
-	}
-	return slices.Min(counts), slices.Max(counts)
 }
