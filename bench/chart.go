@@ -89,7 +89,7 @@ func (rep *report) writeChart(dir string) error {
 	}
 	w, h := vg.Length(cols)*5.6*vg.Inch, vg.Length(len(grid))*4.2*vg.Inch+0.6*vg.Inch
 	header := fmt.Sprintf("distlock vs peers: median of per-round ratios to the SET NX PX baseline (dashed line = 1×), whiskers p25–p75 over %d rounds", rep.Rounds)
-	sub := fmt.Sprintf("%s · Redis %s · %d cores · %s%s · dark blue: distlock default, light blue: distlock tuned/fair, grey: peers",
+	sub := fmt.Sprintf("%s · Redis %s · %d cores · %s%s · blue: distlock, grey: peers; dark: default configuration, light: tuned (1 ms retry)",
 		rep.Date, rep.Redis, rep.Cores, rep.Go, map[bool]string{true: " · -quick", false: ""}[rep.Quick])
 	render := func(c vg.CanvasWriterTo) vg.CanvasWriterTo {
 		dc := draw.New(c)

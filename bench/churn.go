@@ -130,6 +130,13 @@ func runChurn(c contender, addrs []string, ad *admin, cfg churnConfig) (*churnRo
 					if err != nil {
 						returned := time.Now()
 						ctxErr := ctx.Err()
+						if ctxErr == nil && !returned.Before(deadline) {
+							// The deadline has passed but the context's timer
+							// has not fired yet (on a loaded machine go-redis's
+							// socket deadline can beat it): for the caller the
+							// deadline is over all the same.
+							ctxErr = context.DeadlineExceeded
+						}
 						cancel()
 						if ctxErr == nil {
 							early.Add(1)

@@ -70,17 +70,17 @@ func main() {
 		}
 		return
 	}
-	// Durations are chosen so that a full run stays near 8 minutes on 2
+	// Durations are chosen so that a full run stays under 10 minutes on 2
 	// cores: the headline scenarios get 9 rounds, the slow ones (child
 	// processes, a crash per round, five servers) 3.
 	cfg := config{
 		rounds: *rounds, slowRounds: *slowRounds, scenarios: map[string]bool{}, out: *out,
 		uncontendedN: 1000, quorumN: 500,
-		distinctDur: time.Second, hotDur: time.Second, pingDur: 1500 * time.Millisecond, monitorDur: 500 * time.Millisecond,
+		distinctDur: time.Second, hotDur: time.Second, pingDur: time.Second, monitorDur: 500 * time.Millisecond,
 		distinctWorkers: 32, hotN: 16, hotHold: 200 * time.Microsecond,
 		crashWaiters: 4, crashTTL: time.Second, quick: *quick,
 		churn: churnConfig{clients: 8, goroutines: 200, keys: 50, minDeadline: time.Millisecond, maxDeadline: 200 * time.Millisecond,
-			dur: 2 * time.Second, settle: 200 * time.Millisecond},
+			dur: 1500 * time.Millisecond, settle: 200 * time.Millisecond},
 	}
 	if *quick {
 		if !flagSet("rounds") {

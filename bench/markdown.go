@@ -40,7 +40,7 @@ func rounds(n int) string {
 
 func (r *result) sumCell(metric string) string {
 	if s := r.stat(metric); s != nil {
-		return num(s.Sum)
+		return fmt.Sprintf("%.0f", s.Sum)
 	}
 	return "–"
 }
@@ -105,7 +105,7 @@ func (rep *report) markdown() string {
 		})
 	rep.table(&b, fmt.Sprintf("Deadline churn (%d clients × %d goroutines, %d keys, deadlines %v–%v)",
 		rep.bench.churn.clients, rep.bench.churn.goroutines, rep.bench.churn.keys, rep.bench.churn.minDeadline, rep.bench.churn.maxDeadline), mChAcq,
-		[]string{"acq/s", "× best peer", "× baseline", "overlaps", "contract violations", "failed at deadline", "failed early", "release errors", "late p99 / max ms", "keys left: TTL / none", "CPU µs/acq"},
+		[]string{"acq/s", "× best peer", "× baseline", "overlaps", "contract violations", "failed at deadline", "failed early", "release errors", "late p99 / max ms", "keys left: TTL / none (worst round)", "CPU µs/acq"},
 		func(r *result) []string {
 			contract := "n/a"
 			if r.contract {
@@ -117,7 +117,7 @@ func (rep *report) markdown() string {
 			}
 			keys := "–"
 			if s := r.stat(mChKeysTTL); s != nil {
-				keys = num(s.Max) + " / " + num(r.stat(mChKeysOth).Max)
+				keys = fmt.Sprintf("%.0f / %.0f", s.Max, r.stat(mChKeysOth).Max)
 			}
 			return []string{r.cell(mChAcq), r.ratioCell(mChAcq, refBestPeer), r.ratioCell(mChAcq, refBaseline), r.sumCell(mChOverlap), contract,
 				r.cell(mChFailed), r.cell(mChEarly), r.sumCell(mChRelErr), late, keys, r.cell(mChCPU)}

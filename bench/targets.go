@@ -146,7 +146,7 @@ func showStat(s *spread, p pick, isRatio bool) string {
 	case worstMin:
 		return fmt.Sprintf("min %s%s over %d rounds (median %s)", num(s.Min), x, s.N, num(s.Median))
 	case total:
-		return fmt.Sprintf("%s in %d rounds", num(s.Sum), s.N)
+		return fmt.Sprintf("%.0f in %d rounds", s.Sum, s.N)
 	}
 	if s.N == 1 {
 		return fmt.Sprintf("%s%s (1 round)", num(s.Median), x)
