@@ -211,6 +211,9 @@ func (rep *report) notes(b *strings.Builder) {
 	for _, n := range rep.Notes {
 		fmt.Fprintf(b, "\nnote: %s\n", n)
 	}
+	if len(rep.Timings) > 0 {
+		fmt.Fprintf(b, "\nTime per scenario (all rounds): %s; total %s.\n", strings.Join(strings.Fields(strings.Join(rep.Timings, ", ")), " "), rep.Elapsed)
+	}
 }
 
 func (rep *report) targetTable(b *strings.Builder) {
