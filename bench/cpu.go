@@ -14,6 +14,16 @@ type usage struct {
 	cmds                     map[string]int64 // INFO commandstats deltas, calls inside scripts included
 }
 
+// add sums v into u (the slices of one contender's run).
+func (u *usage) add(v usage) {
+	u.client += v.client
+	u.children += v.children
+	u.server += v.server
+	for name, n := range v.cmds {
+		u.cmds[name] += n
+	}
+}
+
 // commands is every server command of the run, the bench's own INFO left out.
 func (u usage) commands() int64 {
 	var n int64

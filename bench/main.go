@@ -24,6 +24,7 @@ type config struct {
 	only                  []string
 	out                   string
 	uncontendedN, quorumN int
+	uncontendedSlices     int // turns per round in which the contenders' pairs interleave
 	distinctDur, hotDur   time.Duration
 	pingDur, monitorDur   time.Duration
 	distinctWorkers, hotN int
@@ -75,7 +76,7 @@ func main() {
 	// processes, a crash per round, five servers) 3.
 	cfg := config{
 		rounds: *rounds, slowRounds: *slowRounds, scenarios: map[string]bool{}, out: *out,
-		uncontendedN: 1000, quorumN: 500,
+		uncontendedN: 1000, uncontendedSlices: 10, quorumN: 500,
 		distinctDur: time.Second, hotDur: time.Second, pingDur: time.Second, monitorDur: 500 * time.Millisecond,
 		distinctWorkers: 32, hotN: 16, hotHold: 200 * time.Microsecond,
 		crashWaiters: 4, crashTTL: time.Second, quick: *quick,

@@ -49,10 +49,7 @@ func run(cfg config) (*report, error) {
 		}
 		t0 := time.Now()
 		for round := 1; round <= rounds; round++ {
-			// Each round starts one contender later, so that no row always
-			// runs first (right after the previous scenario) or last.
-			k := (round - 1) % len(cs)
-			for _, c := range append(cs[k:len(cs):len(cs)], cs[:k]...) {
+			for _, c := range rotated(cs, round) {
 				r := rep.row(c)
 				if err := ad.flush(); err != nil {
 					r.fail(scenario, err)
@@ -75,13 +72,24 @@ func run(cfg config) (*report, error) {
 		timed(scenario, t0)
 	}
 
-	each("uncontended", cfg.rounds, func(c contender, r *result, round int) error {
-		u, err := runUncontended(c, addrs, ad, cfg.uncontendedN)
-		if err == nil {
-			r.recordUncontended(round, u)
+	if cfg.scenarios["uncontended"] {
+		t0 := time.Now()
+		for round := 1; round <= cfg.rounds; round++ {
+			order := rotated(cs, round)
+			if err := ad.flush(); err != nil {
+				return nil, err
+			}
+			out, errs := runUncontendedRound(order, addrs, ad, cfg.uncontendedN, cfg.uncontendedSlices)
+			for i, c := range order {
+				if errs[i] != nil {
+					rep.row(c).fail("uncontended", errs[i])
+				} else {
+					rep.row(c).recordUncontended(round, out[i])
+				}
+			}
 		}
-		return err
-	})
+		timed("uncontended", t0)
+	}
 	each("distinct", cfg.slowRounds, func(c contender, r *result, round int) error {
 		ops, v, err := runDistinct(c, addrs, cfg.distinctWorkers, cfg.distinctDur)
 		r.Violations += v
@@ -142,6 +150,14 @@ func run(cfg config) (*report, error) {
 		return rep, fmt.Errorf("errors in %s (see the report)", strings.Join(failed, ", "))
 	}
 	return rep, nil
+}
+
+// rotated is the order of one round: each round starts one contender
+// later, so that no row always runs first (right after the previous
+// scenario) or last.
+func rotated(cs []contender, round int) []contender {
+	k := (round - 1) % len(cs)
+	return append(cs[k:len(cs):len(cs)], cs[:k]...)
 }
 
 // monitorPass counts client-issued hot-key commands through MONITOR, once

@@ -32,58 +32,6 @@ func releaseCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 5*time.Second)
 }
 
-// --- 1. uncontended acquire+release ---
-
-type uncontendedRound struct {
-	lat        []time.Duration
-	use        usage // of the measured pairs only (warm-up excluded)
-	violations int64
-}
-
-// runUncontended times n Lock+Release pairs on a free key. ad is nil when
-// there is no single server to read statistics from (quorum).
-func runUncontended(c contender, addrs []string, ad *admin, n int) (*uncontendedRound, error) {
-	l, err := c.open(addrs, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer l.close()
-	var ex exclusion
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const warm = 20
-	out := &uncontendedRound{lat: make([]time.Duration, 0, n)}
-	var p *probe
-	for i := 0; i < n+warm; i++ {
-		if i == warm {
-			if p, err = startProbe(ad); err != nil {
-				return nil, err
-			}
-		}
-		start := mono()
-		rel, err := l.lock(ctx, "bench:u")
-		if err != nil {
-			return nil, fmt.Errorf("lock: %w", err)
-		}
-		ex.enter()
-		ex.leave()
-		rctx, rcancel := releaseCtx()
-		err = rel(rctx)
-		rcancel()
-		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		if i >= warm {
-			out.lat = append(out.lat, mono()-start)
-		}
-	}
-	if out.use, err = p.stop(); err != nil {
-		return nil, err
-	}
-	out.violations = ex.violations.Load()
-	return out, nil
-}
-
 // --- 2. 32 goroutines on distinct keys, one client ---
 
 func runDistinct(c contender, addrs []string, workers int, d time.Duration) (ops int64, viol int64, err error) {
