@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"image/color"
 	"os"
@@ -56,6 +57,19 @@ func barColor(r *result) color.Color {
 	return colPeerTune
 }
 
+// replot redraws the chart of a stored run (its results.json) into dir.
+func replot(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+	}
+	return rep.writeChart(dir)
+}
+
 // writeChart draws the panels that have data to bench.svg and bench.png.
 func (rep *report) writeChart(dir string) error {
 	var rows []*result
@@ -87,17 +101,25 @@ func (rep *report) writeChart(dir string) error {
 			}
 		}
 	}
-	w, h := vg.Length(cols)*5.6*vg.Inch, vg.Length(len(grid))*4.2*vg.Inch+0.6*vg.Inch
-	header := fmt.Sprintf("distlock vs peers: median of per-round ratios to the SET NX PX baseline (dashed line = 1×), whiskers p25–p75 over %d rounds", rep.Rounds)
-	sub := fmt.Sprintf("%s · Redis %s · %d cores · %s%s · blue: distlock, grey: peers; dark: default configuration, light: tuned (1 ms retry)",
-		rep.Date, rep.Redis, rep.Cores, rep.Go, map[bool]string{true: " · -quick", false: ""}[rep.Quick])
+	const top = 0.8 * vg.Inch // header
+	w, h := vg.Length(cols)*5.6*vg.Inch, vg.Length(len(grid))*4.2*vg.Inch+top
+	header := []string{
+		"distlock vs peers: ratio to the SET NX PX baseline of the same round",
+		fmt.Sprintf("bar: median over %d rounds · whiskers: p25–p75 · dashed line: 1× · blue: distlock, grey: peers · dark: default, light: tuned (1 ms retry)", rep.Rounds),
+		fmt.Sprintf("%s · Redis %s · %d cores · %s%s", rep.Date, rep.Redis, rep.Cores, rep.Go, map[bool]string{true: " · -quick", false: ""}[rep.Quick]),
+	}
 	render := func(c vg.CanvasWriterTo) vg.CanvasWriterTo {
 		dc := draw.New(c)
-		hdr := text.Style{Color: color.Black, Font: font.From(sansFont, 12), XAlign: text.XCenter, YAlign: text.YTop, Handler: plot.DefaultTextHandler}
-		dc.FillText(hdr, vg.Point{X: w / 2, Y: h - 0.12*vg.Inch}, header)
-		hdr.Font = font.From(sansFont, 9)
-		dc.FillText(hdr, vg.Point{X: w / 2, Y: h - 0.36*vg.Inch}, sub)
-		body := draw.Crop(dc, 0, 0, 0, -0.6*vg.Inch)
+		hdr := text.Style{Color: color.Black, Font: font.From(sansFont, 13), XAlign: text.XCenter, YAlign: text.YTop, Handler: plot.DefaultTextHandler}
+		y := h - 0.1*vg.Inch
+		for i, line := range header {
+			dc.FillText(hdr, vg.Point{X: w / 2, Y: y}, line)
+			y -= hdr.Height(line) + 0.04*vg.Inch
+			if i == 0 {
+				hdr.Font = font.From(sansFont, 9)
+			}
+		}
+		body := draw.Crop(dc, 0, 0, 0, -top)
 		tiles := draw.Tiles{Rows: len(grid), Cols: cols, PadX: 0.25 * vg.Inch, PadY: 0.3 * vg.Inch,
 			PadTop: 0.1 * vg.Inch, PadBottom: 0.1 * vg.Inch, PadLeft: 0.1 * vg.Inch, PadRight: 0.3 * vg.Inch}
 		canvases := plot.Align(grid, tiles, body)
@@ -172,6 +194,16 @@ func (rep *report) panelPlot(pn panel, rows []*result) (*plot.Plot, bool, error)
 		a.Tick.Label.Font = font.From(sansFont, 8)
 	}
 	n := len(bars)
+	// Grid first; the 1× line over the bars; the labels over everything.
+	grid := plotter.NewGrid()
+	grid.Horizontal.Width = 0
+	p.Add(grid)
+	ref, err := plotter.NewLine(plotter.XYs{{X: 1, Y: -0.6}, {X: 1, Y: float64(n) - 0.4}})
+	if err != nil {
+		return nil, false, err
+	}
+	ref.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	ref.LineStyle.Color = color.RGBA{R: 0xc0, G: 0x30, B: 0x30, A: 0xff}
 	names := make([]string, n)
 	var labels plotter.XYLabels
 	for i, b := range bars {
@@ -179,7 +211,7 @@ func (rep *report) panelPlot(pn panel, rows []*result) (*plot.Plot, bool, error)
 		names[n-1-i] = b.name
 		if b.rs == nil {
 			labels.XYs = append(labels.XYs, plotter.XY{X: 0, Y: y})
-			labels.Labels = append(labels.Labels, "  no data")
+			labels.Labels = append(labels.Labels, "no data")
 			continue
 		}
 		v := min(b.rs.Median, xmax/1.18)
@@ -200,9 +232,9 @@ func (rep *report) panelPlot(pn panel, rows []*result) (*plot.Plot, bool, error)
 		}
 		eb.CapWidth = 0.1 * vg.Inch
 		p.Add(eb)
-		label := fmt.Sprintf("  %s×", num(b.rs.Median))
+		label := num(b.rs.Median) + "×"
 		if b.rs.Median > v {
-			label = fmt.Sprintf("  > %s×", num(b.rs.Median))
+			label = "> " + label
 		}
 		labels.XYs = append(labels.XYs, plotter.XY{X: max(v, hi), Y: y})
 		labels.Labels = append(labels.Labels, label)
@@ -211,21 +243,12 @@ func (rep *report) panelPlot(pn panel, rows []*result) (*plot.Plot, bool, error)
 	if err != nil {
 		return nil, false, err
 	}
+	lb.Offset = vg.Point{X: 4} // SVG viewers drop leading spaces: keep the gap here
 	for i := range lb.TextStyle {
 		lb.TextStyle[i].Font = font.From(sansFont, 8)
 		lb.TextStyle[i].YAlign = text.YCenter
 	}
-	p.Add(lb)
-	ref, err := plotter.NewLine(plotter.XYs{{X: 1, Y: -0.6}, {X: 1, Y: float64(n) - 0.4}})
-	if err != nil {
-		return nil, false, err
-	}
-	ref.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	ref.LineStyle.Color = color.RGBA{R: 0xc0, G: 0x30, B: 0x30, A: 0xff}
-	p.Add(ref)
+	p.Add(ref, lb)
 	p.NominalY(names...)
-	grid := plotter.NewGrid()
-	grid.Horizontal.Width = 0
-	p.Add(grid)
 	return p, true, nil
 }

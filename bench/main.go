@@ -52,8 +52,16 @@ func main() {
 		key        = flag.String("key", "", "internal: child's lock key")
 		ttl        = flag.Duration("ttl", 10*time.Second, "internal: child's lease")
 		cpuprof    = flag.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
+		replotDir  = flag.String("replot", "", "only redraw the chart of the run stored in this directory (its results.json)")
 	)
 	flag.Parse()
+	if *replotDir != "" {
+		if err := replot(*replotDir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuprof != "" && *childMode == "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {

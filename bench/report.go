@@ -191,7 +191,7 @@ func (rep *report) finish() {
 		r.Ratios = map[string]*ratioStat{}
 		for _, x := range ratios {
 			if sp := summarize(ratioOver(r.m, x.metric, x.ref)); sp != nil {
-				r.Ratios[x.metric+"/"+x.ref.name] = &ratioStat{To: x.ref.name, spread: sp}
+				r.Ratios[x.metric+"/"+x.ref.name] = &ratioStat{To: x.ref.name, spread: *sp}
 			}
 		}
 	}
@@ -206,7 +206,7 @@ func (rep *report) finish() {
 		q := rep.Quorum[0]
 		at := func(metric string, round int) (float64, bool) { return ref.m.get(metric, round) }
 		if sp := summarize(ratioOver(q.m, mQP50, reference{name: ref.Lib, at: at})); sp != nil {
-			q.Ratios = map[string]*ratioStat{mQP50 + "/" + ref.Lib: {To: ref.Lib, spread: sp}}
+			q.Ratios = map[string]*ratioStat{mQP50 + "/" + ref.Lib: {To: ref.Lib, spread: *sp}}
 		}
 	}
 	rep.judge()

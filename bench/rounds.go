@@ -61,5 +61,5 @@ func ratioOver(m metrics, name string, ref reference) []float64 {
 // ratioStat is the median of per-round ratios to a reference, with spread.
 type ratioStat struct {
 	To string `json:"to"`
-	*spread
+	spread
 }

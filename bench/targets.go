@@ -102,7 +102,7 @@ func (g goal) judge(rep *report, r *result) target {
 	var s *spread
 	if g.ref != "" {
 		if rs := r.ratio(g.metric, g.ref); rs != nil {
-			s = rs.spread
+			s = &rs.spread
 		}
 	} else {
 		s = r.stat(g.metric)
