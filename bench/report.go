@@ -182,10 +182,10 @@ func (rep *report) finish() {
 		ref    reference
 	}{
 		{mUP50, base}, {mUCPU, base}, {mDOps, base},
-		{mHCS, base}, {mHCS, rep.bestPeer(mHCS, true)},
+		{mHCS, base}, {mHCS, rep.bestPeer(true)},
 		{mHHandoff, base}, {mHHandoff, rue},
 		{mPP50, rue},
-		{mChAcq, base}, {mChAcq, rep.bestPeer(mChAcq, true)}, {mChCPU, base},
+		{mChAcq, base}, {mChAcq, rep.bestPeer(true)}, {mChCPU, base},
 	}
 	for _, r := range rep.Rows {
 		r.Ratios = map[string]*ratioStat{}
@@ -225,7 +225,7 @@ func (rep *report) rowRef(name, lib, cfg string) reference {
 
 // bestPeer compares with the best peer row in the same round (highest value
 // if higher is better, else lowest).
-func (rep *report) bestPeer(metric string, higher bool) reference {
+func (rep *report) bestPeer(higher bool) reference {
 	return reference{name: refBestPeer, at: func(m string, round int) (float64, bool) {
 		best, found := 0.0, false
 		for _, r := range rep.Rows {

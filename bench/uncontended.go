@@ -104,7 +104,10 @@ func runUncontendedRound(cs []contender, addrs []string, ad *admin, n, slices in
 		out[i] = &uncontendedRound{lat: make([]time.Duration, 0, n), use: usage{cmds: map[string]int64{}}}
 	}
 	for s := 0; s < slices; s++ {
-		size := n/slices + map[bool]int{true: 1}[s < n%slices]
+		size := n / slices
+		if s < n%slices {
+			size++ // the remainder goes to the first slices
+		}
 		for i := range cs {
 			if errs[i] != nil {
 				continue
