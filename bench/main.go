@@ -7,11 +7,9 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -20,38 +18,50 @@ import (
 )
 
 type config struct {
-	rounds                int
+	rounds                int // uncontended, hot key, deadline churn
+	slowRounds            int // distinct keys, ping-pong, crash, quorum
 	scenarios             map[string]bool
 	only                  []string
 	out                   string
 	uncontendedN, quorumN int
+	uncontendedSlices     int // turns per round in which the contenders' pairs interleave
 	distinctDur, hotDur   time.Duration
 	pingDur, monitorDur   time.Duration
 	distinctWorkers, hotN int
 	hotHold               time.Duration
 	crashWaiters          int
 	crashTTL              time.Duration
+	churn                 churnConfig
 	quick                 bool
 }
 
-var allScenarios = []string{"uncontended", "distinct", "hotkey", "pingpong", "crash", "quorum"}
+var allScenarios = []string{"uncontended", "distinct", "hotkey", "pingpong", "crash", "churn", "quorum"}
 
 func main() {
 	var (
-		quick     = flag.Bool("quick", false, "short run (1 round, short durations) for a smoke test")
-		rounds    = flag.Int("rounds", 3, "interleaved rounds per scenario")
-		scenarios = flag.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
-		only      = flag.String("only", "", "comma-separated contenders to run (lib or lib/cfg, e.g. distlock,rueidislock/tuned); baseline is always run")
-		out       = flag.String("out", ".", "directory for results.json and results.md")
-		childMode = flag.String("child", "", "internal: run as a child process (hold, pingpong)")
-		lib       = flag.String("lib", "", "internal: child's library")
-		cfgName   = flag.String("cfg", "", "internal: child's configuration")
-		addr      = flag.String("addr", "", "internal: child's Redis address")
-		key       = flag.String("key", "", "internal: child's lock key")
-		ttl       = flag.Duration("ttl", 10*time.Second, "internal: child's lease")
-		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
+		quick      = flag.Bool("quick", false, "short smoke run (3 short rounds of the headline scenarios, 1 of the others)")
+		rounds     = flag.Int("rounds", 9, "interleaved rounds of the headline scenarios (uncontended, hotkey, churn)")
+		slowRounds = flag.Int("slow-rounds", 3, "interleaved rounds of the other scenarios (distinct, pingpong, crash, quorum)")
+		scenarios  = flag.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
+		only       = flag.String("only", "", "comma-separated contenders to run (lib or lib/cfg, e.g. distlock,rueidislock/tuned); baseline is always run")
+		out        = flag.String("out", ".", "directory for results.json, results.md and the chart (bench.svg, bench.png)")
+		childMode  = flag.String("child", "", "internal: run as a child process (hold, pingpong)")
+		lib        = flag.String("lib", "", "internal: child's library")
+		cfgName    = flag.String("cfg", "", "internal: child's configuration")
+		addr       = flag.String("addr", "", "internal: child's Redis address")
+		key        = flag.String("key", "", "internal: child's lock key")
+		ttl        = flag.Duration("ttl", 10*time.Second, "internal: child's lease")
+		cpuprof    = flag.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
+		replotDir  = flag.String("replot", "", "only redraw the chart of the run stored in this directory (its results.json)")
 	)
 	flag.Parse()
+	if *replotDir != "" {
+		if err := replot(*replotDir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuprof != "" && *childMode == "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
@@ -69,19 +79,28 @@ func main() {
 		}
 		return
 	}
+	// Durations are chosen so that a full run stays under 10 minutes on 2
+	// cores: the headline scenarios get 9 rounds, the slow ones (child
+	// processes, a crash per round, five servers) 3.
 	cfg := config{
-		rounds: *rounds, scenarios: map[string]bool{}, out: *out,
-		uncontendedN: 1000, quorumN: 500,
-		distinctDur: time.Second, hotDur: 1500 * time.Millisecond, pingDur: 1500 * time.Millisecond, monitorDur: 500 * time.Millisecond,
+		rounds: *rounds, slowRounds: *slowRounds, scenarios: map[string]bool{}, out: *out,
+		uncontendedN: 1000, uncontendedSlices: 10, quorumN: 500,
+		distinctDur: time.Second, hotDur: time.Second, pingDur: time.Second, monitorDur: 500 * time.Millisecond,
 		distinctWorkers: 32, hotN: 16, hotHold: 200 * time.Microsecond,
 		crashWaiters: 4, crashTTL: time.Second, quick: *quick,
+		churn: churnConfig{clients: 8, goroutines: 200, keys: 50, minDeadline: time.Millisecond, maxDeadline: 200 * time.Millisecond,
+			dur: 1500 * time.Millisecond, settle: 200 * time.Millisecond},
 	}
 	if *quick {
 		if !flagSet("rounds") {
-			cfg.rounds = 1
+			cfg.rounds = 3
+		}
+		if !flagSet("slow-rounds") {
+			cfg.slowRounds = 1
 		}
 		cfg.uncontendedN, cfg.quorumN = 300, 200
-		cfg.distinctDur, cfg.hotDur, cfg.pingDur, cfg.monitorDur = 400*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond, 300*time.Millisecond
+		cfg.distinctDur, cfg.hotDur, cfg.pingDur, cfg.monitorDur = 400*time.Millisecond, 400*time.Millisecond, 600*time.Millisecond, 300*time.Millisecond
+		cfg.churn.dur = 600 * time.Millisecond
 	}
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -148,170 +167,4 @@ func selected(cfg config) []contender {
 		}
 	}
 	return cs
-}
-
-func run(cfg config) (*report, error) {
-	addrs, stop, err := servers(1)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
-	ad := newAdmin(addrs[0])
-	defer ad.rdb.Close()
-	cs := selected(cfg)
-	rep := newReport(cs, cfg)
-	rep.Redis = ad.version()
-	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
-	logf("bench: redis %s on %s, %d cores, %s, %d rows, %d rounds", rep.Redis, addrs[0], runtime.NumCPU(), runtime.Version(), len(cs), cfg.rounds)
-	if fairOption == nil {
-		logf("bench: distlock has no WithFair yet: fair rows left out")
-	}
-	started := time.Now()
-
-	// each runs one measurement for every contender, rounds interleaved.
-	each := func(scenario string, f func(c contender, r *result) error) {
-		if !cfg.scenarios[scenario] {
-			return
-		}
-		t0 := time.Now()
-		for round := 1; round <= cfg.rounds; round++ {
-			for _, c := range cs {
-				r := rep.row(c)
-				if err := ad.flush(); err != nil {
-					r.fail(scenario, err)
-					continue
-				}
-				var err error
-				for try := 0; try < 3; try++ {
-					if err = f(c, r); !errors.Is(err, errRetryRound) {
-						break
-					}
-				}
-				if err != nil {
-					r.fail(scenario, err)
-				}
-			}
-		}
-		logf("bench: %-12s %5.1fs", scenario, time.Since(t0).Seconds())
-	}
-
-	each("uncontended", func(c contender, r *result) error {
-		lat, v, err := runUncontended(c, addrs, cfg.uncontendedN)
-		r.Violations += v
-		r.uncontended = append(r.uncontended, lat...)
-		return err
-	})
-	each("distinct", func(c contender, r *result) error {
-		ops, v, err := runDistinct(c, addrs, cfg.distinctWorkers, cfg.distinctDur)
-		r.Violations += v
-		r.distinctOps += ops
-		r.distinctDur += cfg.distinctDur
-		return err
-	})
-	each("hotkey", func(c contender, r *result) error {
-		h, err := runHot(c, addrs, ad, cfg.hotN, cfg.hotHold, cfg.hotDur, false)
-		if err != nil {
-			return err
-		}
-		r.Violations += h.violations
-		r.hot = append(r.hot, h)
-		return nil
-	})
-	if cfg.scenarios["hotkey"] {
-		// Client-issued commands, counted through MONITOR in an untimed pass.
-		t0 := time.Now()
-		for _, c := range cs {
-			r := rep.row(c)
-			if err := ad.flush(); err != nil {
-				r.fail("hotkey-monitor", err)
-				continue
-			}
-			h, err := runHot(c, addrs, ad, cfg.hotN, cfg.hotHold, cfg.monitorDur, true)
-			if err != nil {
-				r.fail("hotkey-monitor", err)
-				continue
-			}
-			r.Violations += h.violations
-			r.monitorCmds += h.topLevel
-			r.monitorAcq += int64(len(h.grants))
-		}
-		logf("bench: %-12s %5.1fs", "cmd count", time.Since(t0).Seconds())
-	}
-	each("pingpong", func(c contender, r *result) error {
-		p, err := runPingPong(c, addrs[0], cfg.pingDur)
-		if err != nil {
-			return err
-		}
-		r.Violations += int64(p.violations)
-		r.ping = append(r.ping, p.handoffs...)
-		r.pingDropped += p.notWaiting
-		return nil
-	})
-	each("crash", func(c contender, r *result) error {
-		cr, err := runCrash(c, addrs[0], ad, cfg.crashWaiters, cfg.crashTTL)
-		if err != nil {
-			return err
-		}
-		r.Violations += int64(cr.violations)
-		r.crash = append(r.crash, cr.afterExpiry)
-		return nil
-	})
-	if cfg.scenarios["quorum"] {
-		t0 := time.Now()
-		if err := runQuorumScenario(cfg, rep); err != nil {
-			rep.Notes = append(rep.Notes, "quorum: "+err.Error())
-		}
-		logf("bench: %-12s %5.1fs", "quorum", time.Since(t0).Seconds())
-	}
-	rep.Elapsed = time.Since(started).Round(time.Second).String()
-	rep.finish()
-	fmt.Print(rep.markdown())
-	if bad := rep.broken(); len(bad) > 0 {
-		return rep, fmt.Errorf("MUTUAL EXCLUSION VIOLATED in %s", strings.Join(bad, ", "))
-	}
-	if failed := rep.failed(); len(failed) > 0 {
-		return rep, fmt.Errorf("errors in %s (see the report)", strings.Join(failed, ", "))
-	}
-	return rep, nil
-}
-
-// runQuorumScenario compares Redlock on five independent servers.
-func runQuorumScenario(cfg config, rep *report) error {
-	if newQuorum == nil {
-		return errors.New("distlock has no NewQuorum yet: row left out")
-	}
-	addrs, stop, err := servers(5)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	var qs []contender
-	for _, c := range contenders() {
-		if (c.lib == "distlock" || c.lib == "redsync") && c.cfg == "default" {
-			qs = append(qs, c)
-		}
-	}
-	admins := make([]*admin, len(addrs))
-	for i, a := range addrs {
-		admins[i] = newAdmin(a)
-		defer admins[i].rdb.Close()
-	}
-	for round := 1; round <= cfg.rounds; round++ {
-		for _, c := range qs {
-			q := rep.quorumRow(c)
-			for _, a := range admins {
-				if err := a.flush(); err != nil {
-					return err
-				}
-			}
-			lat, v, err := runQuorum(c, addrs, cfg.quorumN)
-			if err != nil {
-				q.Errors = append(q.Errors, err.Error())
-				continue
-			}
-			q.Violations += v
-			q.lat = append(q.lat, lat...)
-		}
-	}
-	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,37 +61,69 @@ func (a *admin) flush() error {
 	return a.rdb.FlushAll(ctx).Err()
 }
 
-func (a *admin) resetStats() error {
+// serverStats reads the server's CPU (used_cpu_sys + used_cpu_user, the
+// main process and its threads) and every command's call count from one
+// INFO. Scripts' inner calls are counted under their own command names as
+// well as the EVALSHA/EVAL that ran them.
+func (a *admin) serverStats() (cpu time.Duration, calls map[string]int64, err error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
-	return a.rdb.ConfigResetStat(ctx).Err()
-}
-
-// calls sums the calls of every command in INFO commandstats, including the
-// ones scripts make, except the bench's own CONFIG and INFO.
-func (a *admin) calls() (int64, error) {
-	ctx, cancel := a.ctx()
-	defer cancel()
-	info, err := a.rdb.Info(ctx, "commandstats").Result()
+	info, err := a.rdb.Info(ctx, "cpu", "commandstats").Result()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	var total int64
+	calls = map[string]int64{}
+	var secs float64
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "cmdstat_") {
+		name, val, ok := strings.Cut(line, ":")
+		if !ok {
 			continue
 		}
-		name, rest, _ := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if name == "info" || strings.HasPrefix(name, "config") {
-			continue
-		}
-		var n int64
-		if _, err := fmt.Sscanf(rest, "calls=%d", &n); err == nil {
-			total += n
+		switch {
+		case name == "used_cpu_sys" || name == "used_cpu_user":
+			v, err := strconv.ParseFloat(val, 64)
+			if err != nil {
+				return 0, nil, fmt.Errorf("INFO cpu %s: %w", line, err)
+			}
+			secs += v
+		case strings.HasPrefix(name, "cmdstat_"):
+			var n int64
+			if _, err := fmt.Sscanf(val, "calls=%d", &n); err == nil {
+				calls[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
 		}
 	}
-	return total, nil
+	return time.Duration(secs * float64(time.Second)), calls, nil
+}
+
+// keyCounts returns how many keys have a TTL (leases, waiting lines: what a
+// lock leaves behind) and how many have none (bookkeeping such as fence
+// counters).
+func (a *admin) keyCounts() (withTTL, without int, err error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	keys, err := a.rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	pipe := a.rdb.Pipeline()
+	ttls := make([]*redis.DurationCmd, len(keys))
+	for i, k := range keys {
+		ttls[i] = pipe.PTTL(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return 0, 0, err
+	}
+	for _, t := range ttls {
+		switch d := t.Val(); {
+		case d > 0:
+			withTTL++
+		case d == -1: // go-redis reports "no TTL" as -1ns
+			without++
+		}
+	}
+	return withTTL, without, nil
 }
 
 // leases returns every key that has a TTL and its absolute expiry (unix ms).

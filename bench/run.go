@@ -1,0 +1,223 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func logf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+
+// run measures every selected scenario, rounds interleaved: round 1 of every
+// contender, then round 2, … so that a noisy minute on the shared machine
+// hits every row of a round alike and a ratio taken inside a round cancels it.
+func run(cfg config) (*report, error) {
+	addrs, stop, err := servers(1)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	ad := newAdmin(addrs[0])
+	defer ad.rdb.Close()
+	cs := selected(cfg)
+	rep := newReport(cs, cfg)
+	rep.Redis = ad.version()
+	logf("bench: redis %s on %s, %d cores, %s, %d rows, %d rounds (headline) / %d (others)",
+		rep.Redis, addrs[0], runtime.NumCPU(), runtime.Version(), len(cs), cfg.rounds, cfg.slowRounds)
+	if fairOption == nil {
+		logf("bench: distlock has no WithFair yet: fair rows left out")
+	}
+	started := time.Now()
+	// The process's first Redis round trips (heap growth, page faults,
+	// connection setup) are paid here, unrecorded, not by round 1's first row.
+	if _, err := runUncontended(cs[0], addrs, nil, 200); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	timed := func(name string, t0 time.Time) {
+		line := fmt.Sprintf("%-12s %6.1fs", name, time.Since(t0).Seconds())
+		rep.Timings = append(rep.Timings, line)
+		logf("bench: %s", line)
+	}
+
+	// each runs one measurement for every contender per round.
+	each := func(scenario string, rounds int, f func(c contender, r *result, round int) error) {
+		if !cfg.scenarios[scenario] {
+			return
+		}
+		t0 := time.Now()
+		for round := 1; round <= rounds; round++ {
+			for _, c := range rotated(cs, round) {
+				r := rep.row(c)
+				if err := ad.flush(); err != nil {
+					r.fail(scenario, err)
+					continue
+				}
+				// The previous contender's garbage is collected now, not on
+				// this one's CPU bill.
+				runtime.GC()
+				var err error
+				for try := 0; try < 3; try++ {
+					if err = f(c, r, round); !errors.Is(err, errRetryRound) {
+						break
+					}
+				}
+				if err != nil {
+					r.fail(scenario, err)
+				}
+			}
+		}
+		timed(scenario, t0)
+	}
+
+	if cfg.scenarios["uncontended"] {
+		t0 := time.Now()
+		for round := 1; round <= cfg.rounds; round++ {
+			order := rotated(cs, round)
+			if err := ad.flush(); err != nil {
+				return nil, err
+			}
+			out, errs := runUncontendedRound(order, addrs, ad, cfg.uncontendedN, cfg.uncontendedSlices)
+			for i, c := range order {
+				if errs[i] != nil {
+					rep.row(c).fail("uncontended", errs[i])
+				} else {
+					rep.row(c).recordUncontended(round, out[i])
+				}
+			}
+		}
+		timed("uncontended", t0)
+	}
+	each("distinct", cfg.slowRounds, func(c contender, r *result, round int) error {
+		ops, v, err := runDistinct(c, addrs, cfg.distinctWorkers, cfg.distinctDur)
+		r.Violations += v
+		if err == nil {
+			r.put(mDOps, round, float64(ops)/cfg.distinctDur.Seconds())
+		}
+		return err
+	})
+	each("hotkey", cfg.rounds, func(c contender, r *result, round int) error {
+		h, err := runHot(c, addrs, ad, cfg.hotN, cfg.hotHold, cfg.hotDur, false)
+		if err == nil {
+			r.recordHot(round, h)
+		}
+		return err
+	})
+	if cfg.scenarios["hotkey"] {
+		t0 := time.Now()
+		monitorPass(cfg, cs, rep, addrs, ad)
+		timed("cmd count", t0)
+	}
+	each("pingpong", cfg.slowRounds, func(c contender, r *result, round int) error {
+		p, err := runPingPong(c, addrs[0], ad, cfg.pingDur)
+		if err == nil {
+			r.recordPing(round, p)
+		}
+		return err
+	})
+	each("crash", cfg.slowRounds, func(c contender, r *result, round int) error {
+		cr, err := runCrash(c, addrs[0], ad, cfg.crashWaiters, cfg.crashTTL)
+		if err == nil {
+			r.recordCrash(round, cr)
+		}
+		return err
+	})
+	// Deadline churn runs after the others: it leaves libraries with state
+	// that outlives a run (go-zero's process-wide circuit breaker).
+	each("churn", cfg.rounds, func(c contender, r *result, round int) error {
+		ch, err := runChurn(c, addrs, ad, cfg.churn)
+		if err == nil {
+			r.recordChurn(round, ch)
+		}
+		return err
+	})
+	if cfg.scenarios["quorum"] {
+		t0 := time.Now()
+		if err := runQuorumScenario(cfg, rep); err != nil {
+			rep.Notes = append(rep.Notes, "quorum: "+err.Error())
+		}
+		timed("quorum", t0)
+	}
+	rep.Elapsed = time.Since(started).Round(time.Second).String()
+	rep.finish()
+	fmt.Print(rep.markdown())
+	if bad := rep.broken(); len(bad) > 0 {
+		return rep, fmt.Errorf("MUTUAL EXCLUSION VIOLATED in %s", strings.Join(bad, ", "))
+	}
+	if failed := rep.failed(); len(failed) > 0 {
+		return rep, fmt.Errorf("errors in %s (see the report)", strings.Join(failed, ", "))
+	}
+	return rep, nil
+}
+
+// rotated is the order of one round: each round starts one contender
+// later, so that no row always runs first (right after the previous
+// scenario) or last.
+func rotated(cs []contender, round int) []contender {
+	k := (round - 1) % len(cs)
+	return append(cs[k:len(cs):len(cs)], cs[:k]...)
+}
+
+// monitorPass counts client-issued hot-key commands through MONITOR, once
+// per contender and untimed, because MONITOR slows the server.
+func monitorPass(cfg config, cs []contender, rep *report, addrs []string, ad *admin) {
+	for _, c := range cs {
+		r := rep.row(c)
+		if err := ad.flush(); err != nil {
+			r.fail("hotkey", err)
+			continue
+		}
+		h, err := runHot(c, addrs, ad, cfg.hotN, cfg.hotHold, cfg.monitorDur, true)
+		if err != nil {
+			r.fail("hotkey", fmt.Errorf("MONITOR pass: %w", err))
+			continue
+		}
+		r.Violations += h.violations
+		r.monitorCmds += h.topLevel
+		r.monitorAcq += int64(len(h.grants))
+	}
+}
+
+// runQuorumScenario compares Redlock on five independent servers.
+func runQuorumScenario(cfg config, rep *report) error {
+	if newQuorum == nil {
+		return errors.New("distlock has no NewQuorum yet: row left out")
+	}
+	addrs, stop, err := servers(5)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	var qs []contender
+	for _, c := range contenders() {
+		if (c.lib == "distlock" || c.lib == "redsync") && c.cfg == "default" {
+			qs = append(qs, c)
+		}
+	}
+	admins := make([]*admin, len(addrs))
+	for i, a := range addrs {
+		admins[i] = newAdmin(a)
+		defer admins[i].rdb.Close()
+	}
+	for round := 1; round <= cfg.slowRounds; round++ {
+		for _, c := range qs {
+			q := rep.quorumRow(c)
+			for _, a := range admins {
+				if err := a.flush(); err != nil {
+					return err
+				}
+			}
+			u, err := runUncontended(c, addrs, nil, cfg.quorumN)
+			if err != nil {
+				q.Errors = append(q.Errors, err.Error())
+				continue
+			}
+			q.Violations += u.violations
+			q.m.put(mQP50, round, us(pct(u.lat, 50)))
+			q.m.put(mQP99, round, us(pct(u.lat, 99)))
+		}
+	}
+	return nil
+}
