@@ -59,13 +59,11 @@ func goredisClient(addr string) *redis.Client {
 func contenders() []contender {
 	cs := []contender{
 		{lib: "baseline", cfg: "1ms", desc: "SET NX PX + Lua compare-and-delete on go-redis, polling every 1ms", open: openBaseline},
-		{lib: "distlock", cfg: "default", desc: "distlock.New(rdb), Client.Lock, default options", open: openDistlock(false, false), contract: distlockContract},
-		{lib: "distlock", cfg: "tuned", desc: "WithRetry(ConstantBackoff(1ms))", open: openDistlock(false, true), contract: distlockContract},
+		{lib: "distlock", cfg: "default", desc: "distlock.New(rdb), Client.Lock, default options", open: openDistlock(false), contract: distlockContract},
 	}
 	if fairOption != nil {
 		cs = append(cs,
-			contender{lib: "distlock-fair", cfg: "default", desc: "WithFair()", open: openDistlock(true, false), contract: distlockContract},
-			contender{lib: "distlock-fair", cfg: "tuned", desc: "WithFair(), WithRetry(ConstantBackoff(1ms))", open: openDistlock(true, true), contract: distlockContract})
+			contender{lib: "distlock-fair", cfg: "default", desc: "WithFair()", open: openDistlock(true), contract: distlockContract})
 	}
 	return append(cs,
 		contender{lib: "redsync", cfg: "default", peer: true, desc: "goredis v9 pool, defaults (32 tries, 50-250ms delay; Lock retried on ErrFailed)", open: openRedsync(false)},
@@ -87,7 +85,9 @@ type distlockLocker struct {
 	opts []distlock.Option
 }
 
-func openDistlock(fair, tuned bool) func([]string, time.Duration) (locker, error) {
+// openDistlock has no tuned variant: distlock has no retry delay to tune
+// (waiters are handed the lock; they never poll).
+func openDistlock(fair bool) func([]string, time.Duration) (locker, error) {
 	return func(addrs []string, ttl time.Duration) (locker, error) {
 		l := &distlockLocker{opts: []distlock.Option{distlock.WithTTL(ttl)}}
 		for _, a := range addrs {
@@ -100,9 +100,6 @@ func openDistlock(fair, tuned bool) func([]string, time.Duration) (locker, error
 				return nil, errors.New("distlock has no NewQuorum yet")
 			}
 			l.c = newQuorum(l.rdbs)
-		}
-		if tuned {
-			l.opts = append(l.opts, distlock.WithRetry(distlock.ConstantBackoff(tunedDelay)))
 		}
 		if fair {
 			l.opts = append(l.opts, fairOption())
