@@ -30,9 +30,9 @@ except for the --grace you allow it after a loss.
 
 On a terminal COMMAND runs in the foreground, as under flock(1): it reads
 the terminal, and Ctrl-C and Ctrl-Z reach it; a job suspended with Ctrl-Z
-keeps its lock and resumes with fg. Elsewhere (cron, pipes, CI), SIGINT,
-SIGTERM, SIGHUP and SIGQUIT sent to distlock are passed on to COMMAND. The
-lock is released after COMMAND has exited.
+keeps its lock and resumes with fg. SIGINT, SIGTERM, SIGHUP and SIGQUIT
+sent to distlock itself (kill, a service manager) are passed on to COMMAND.
+The lock is released after COMMAND has exited.
 
 COMMAND runs in its own process group, with distlock's stdin, stdout and
 stderr, and with these variables in its environment:
@@ -46,7 +46,8 @@ lock meanwhile, so that it is renewed while the job is suspended and
 COMMAND is killed if distlock is.
 
 Flags (anywhere before --):
-  -w, --wait DURATION  how long to wait while another holds the lock; 0
+  -w, --wait DURATION
+                    how long to wait while another holds the lock; 0
                     gives up at once. Default: wait forever.
   -n                same as --wait 0 (like flock -n)
   --ttl DURATION    lease; bounds how long a dead holder blocks others
