@@ -123,3 +123,53 @@ func processState(pid int) string {
 	state, _, _ := strings.Cut(after, " ")
 	return state
 }
+
+// TestKilledKeeper: if the lock keeper dies, nothing renews the lock any
+// more; the runner treats that as a loss: SIGTERM to COMMAND, status 79.
+func TestKilledKeeper(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	script := `trap 'echo term > marker; exit 0' TERM
+echo x > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "keeper", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "lock keeper of \"keeper\" died") {
+		t.Fatalf("stderr does not explain: %q", p.stderr.String())
+	}
+}
+
+// childWithArg returns the child process of parent whose command line has
+// the argument arg.
+func childWithArg(t *testing.T, parent int, arg string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err1 := os.ReadFile("/proc/" + e.Name() + "/stat")
+		cmdline, err2 := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(parent) && strings.Contains("\x00"+string(cmdline), "\x00"+arg+"\x00") {
+			return pid
+		}
+	}
+	t.Fatalf("no child of %d runs with %q", parent, arg)
+	return 0
+}

@@ -183,6 +183,32 @@ func TestTerminalJob(t *testing.T) {
 			t.Fatalf("after the job: %+v %v, want released", info, err)
 		}
 	})
+
+	t.Run("loss while suspended", func(t *testing.T) {
+		sh := startShell(t, env)
+		sh.typ(t, `"$DL" run --ttl 1s --grace 1s tty-loss -- sh -c 'echo $$ > cmd.pid; read x'`+"\n")
+		waitHeld(t, c, "tty-loss")
+		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(sh.dir, "cmd.pid"), 10*time.Second)))
+		sh.typ(t, "\x1a")
+		sh.expect(t, "Stopped", 10*time.Second)
+		removed, err := c.ForceRelease(ctxT(t, 5*time.Second), "tty-loss")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner, _ := strconv.Atoi(metaFields(removed.Meta)["pid"])
+		// Noticed at the next renewal; the stopped job is continued and
+		// terminated, and the shell reports its status 79.
+		sh.expect(t, `lock "tty-loss" lost`, 10*time.Second)
+		waitDead(t, pid, 10*time.Second, time.Now())
+		// Reaped by the shell, which has then noted the job's status.
+		for deadline := time.Now().Add(10 * time.Second); processState(runner) != ""; time.Sleep(5 * time.Millisecond) { // polling another process's state
+			if time.Now().After(deadline) {
+				t.Fatalf("distlock still there (state %s)", processState(runner))
+			}
+		}
+		sh.typ(t, "jobs\n")
+		sh.expect(t, "Exit 79", 10*time.Second)
+	})
 }
 
 // killSession kills every process of session sid.
