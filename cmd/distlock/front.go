@@ -96,9 +96,9 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, std
 					break // the keeper has already begun stopping COMMAND
 				}
 				lost = true
+				j.terminate()
 				fmt.Fprintf(stderr, "distlock run: the lock keeper of %q died (%v); stopping %s: SIGTERM now, SIGKILL in %v\n",
 					cfg.key, keeperState(k), cfg.command[0], cfg.grace)
-				j.terminate()
 				t := time.NewTimer(cfg.grace)
 				defer t.Stop()
 				killAt = t.C
