@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/redistest"
+	"github.com/distlock/distlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,17 +27,20 @@ shared inventory: first without a lock (they oversell), then with distlock
 
 // runDemo is `distlock demo`.
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, demoUsage) }
-	workers := fs.Int("workers", 4, "worker processes")
-	stock := fs.Int("stock", 100, "units in the inventory")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if *workers < 1 || *stock < 1 {
-		fmt.Fprintln(stderr, "distlock demo: --workers and --stock must be at least 1")
-		return exitUsage
+	fs := newFlagSet("demo")
+	workers := fs.Int("workers", 4, "")
+	stock := fs.Int("stock", 100, "")
+	pos, rest, err := parseInterspersed(fs, args, nil)
+	switch {
+	case errors.Is(err, errHelp):
+		fmt.Fprint(stdout, demoUsage)
+		return exitOK
+	case err != nil:
+		return fail(stderr, "demo", err, exitUsage)
+	case len(pos)+len(rest) > 0:
+		return fail(stderr, "demo", usagef("unexpected argument %q", append(pos, rest...)[0]), exitUsage)
+	case *workers < 1 || *stock < 1:
+		return fail(stderr, "demo", usagef("--workers and --stock must be at least 1"), exitUsage)
 	}
 	dir, err := os.MkdirTemp("", "distlock-demo")
 	if err != nil {
@@ -45,7 +48,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return exitRedis
 	}
 	defer os.RemoveAll(dir)
-	srv, err := redistest.Launch(dir)
+	srv, err := redisproc.Launch(dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "distlock demo:", err)
 		return exitRedis

@@ -5,13 +5,12 @@
 //
 //	go install github.com/distlock/distlock/cmd/distlock@latest
 //
-// and run `distlock --help`. The command is for Unix-like systems: it runs
-// the locked command in its own process group.
+// and run `distlock --help`; docs/cli.md is the manual. The command is for
+// Unix-like systems: it runs the locked command in its own process group,
+// and holds the lock in a second process (see link.go).
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,7 +32,8 @@ const (
 )
 
 const exitCodes = `Exit status:
-  0-63     run: the command's own exit status; other commands: 0 on success
+  any      run: the command's own exit status, when it ran and exited
+  0        status, release: success
   1        status: no lock matched; release: nothing was released
   64       bad usage: unknown flag, missing argument, bad URL or duration
   69       Redis unreachable or failing (also after a TLS or ACL error)
@@ -57,6 +57,7 @@ Commands:
   release --force KEY            delete a lock whoever holds it
   demo                           oversell an inventory with and without a lock
   help [COMMAND]                 show help for distlock or a command
+  --version                      print distlock's version
 
 Every command takes --redis URL (default: $DISTLOCK_REDIS_URL, else
 redis://localhost:6379). Run 'distlock COMMAND --help' for its flags and
@@ -65,7 +66,7 @@ Sentinel, Cluster).
 
 Examples:
   # a cron job that runs on exactly one of many machines each time
-  distlock run --wait 0 nightly-report -- /usr/local/bin/report --daily
+  distlock run -n nightly-report -- /usr/local/bin/report --daily
   # who holds which lock
   distlock status
   # free a lock whose holder is known to be dead
@@ -94,10 +95,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runDemo(rest, stdout, stderr)
 	case "demo-worker":
 		return runDemoWorker(rest)
+	case keeperCmd:
+		return runKeeper(rest)
+	case execCmd:
+		return runExec(rest)
 	case "help":
 		return cmdHelp(rest, stdout, stderr)
 	case "-h", "-help", "--help":
 		fmt.Fprint(stdout, mainUsage)
+		return exitOK
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, version())
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "distlock: unknown command %q\nRun 'distlock --help' for the list of commands.\n", cmd)
@@ -127,54 +135,6 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitOK
-}
-
-// errHelp is returned by the parse functions when --help was asked for.
-var errHelp = flag.ErrHelp
-
-// usageError is bad usage: its message says what was wrong.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{fmt.Sprintf(format, args...)}
-}
-
-// parseInterspersed parses fs over args, allowing flags after positional
-// arguments ("status job --json"), up to "--" or until stop says the
-// positional arguments so far are complete; it returns the positional
-// arguments and what follows them unparsed.
-func parseInterspersed(fs *flag.FlagSet, args []string, stop func(pos []string) bool) (pos, rest []string, err error) {
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, nil, errHelp
-			}
-			return nil, nil, &usageError{err.Error()}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil, nil
-		}
-		if args[0] == "--" {
-			return pos, args[1:], nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-		if stop != nil && stop(pos) {
-			return pos, args, nil
-		}
-	}
-}
-
-// newFlagSet returns a flag set that reports errors to the caller instead
-// of printing them.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return fs
 }
 
 // fail prints err for command name and returns its exit code.

@@ -42,9 +42,15 @@ func TestMain(m *testing.M) {
 }
 
 // binary returns the path of the distlock binary, building it first.
+// DISTLOCK_TEST_BIN names a prebuilt binary instead, to run the tests
+// against another version (e.g. to see a new test fail on an old one).
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if bin := os.Getenv("DISTLOCK_TEST_BIN"); bin != "" {
+			binPath = bin
+			return
+		}
 		path := filepath.Join(binDir, "distlock")
 		args := []string{"build", "-o", path}
 		if raceEnabled {

@@ -153,14 +153,14 @@ func confirmed(stdin io.Reader) bool {
 	return false
 }
 
-// isTerminal reports whether r is a terminal: a character device other than
+// isTerminal reports whether f is a terminal: a character device other than
 // /dev/null, which is what cron and service managers give as stdin.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
+	st, err := file.Stat()
 	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
 		return false
 	}

@@ -23,8 +23,10 @@ Patterns scan the keyspace (every master of a Cluster); a KEY is one read.
 Columns: KEY; FENCE, the fencing token of the holder; TTL, the lease left
 (renewed by a live holder); AGE, time since the lock was taken by the
 holder's clock; HOLDS, more than 1 for a reentrant (--owner) lock taken
-again; WAITERS, fair-mode waiters in line plus processes subscribed to its
-release; HOLDER, the holder's metadata (host, pid, command).
+again; WAITERS, the processes waiting for it: those in its line in Redis
+(every single-node waiter, --fair or not) plus those subscribed to its shared
+release channel (quorum waiters); HOLDER, the holder's metadata (host, pid,
+command).
 
 Flags:
   --json   print JSON for scripts (schema below) instead of the table
@@ -42,7 +44,8 @@ JSON schema (stable: fields are only ever added):
      "meta":      string,   holder metadata, as stored
      "host":      string,   host=... from meta, or ""
      "pid":       number,   pid=... from meta, or 0
-     "queued":    number,   fair-mode waiters in line
+     "queued":    number,   waiters in the lock's line in Redis: every
+                            single-node waiter, --fair or not
      "listening": number    connections on the shared release channel (quorum waiters)
   }]}
   Locks are sorted by key; a free KEY gives {"locks": []}.

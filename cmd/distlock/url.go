@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// urlForms is the help text on --redis; the README has the same table.
+// urlForms is the help text on --redis; docs/cli.md has the same table.
 const urlForms = `Redis URL forms (--redis, DISTLOCK_REDIS_URL):
   redis://[USER:PASSWORD@]HOST[:PORT][/DB][?OPTIONS]      one server (port 6379)
   rediss://...                                            the same over TLS

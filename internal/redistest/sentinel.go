@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -216,13 +215,7 @@ func (s *Sentinel) Failover(t testing.TB) *Server {
 // launchSentinel starts redis-server --sentinel with a generated config in
 // dir, monitoring the master on masterPort. The caller must Kill it.
 func launchSentinel(dir string, masterPort int) (*Server, error) {
-	var err error
-	for try := 0; try < 5; try++ { // a free port can be taken before we bind it
-		s := &Server{Dir: dir}
-		if s.Port, err = FreePort(); err != nil {
-			return nil, err
-		}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+	p, err := redisproc.LaunchWith(dir, func(port int) ([]string, error) {
 		conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it
 		text := fmt.Sprintf(`port %d
 bind 127.0.0.1
@@ -234,28 +227,13 @@ sentinel monitor %s 127.0.0.1 %d 2
 sentinel down-after-milliseconds %[3]s 1000
 sentinel failover-timeout %[3]s 5000
 sentinel parallel-syncs %[3]s 1
-`, s.Port, dir, MasterName, masterPort)
-		if err = os.WriteFile(conf, []byte(text), 0o600); err != nil {
-			return nil, err
-		}
-		s.cmd = exec.Command(Binary, conf, "--sentinel")
-		s.cmd.Dir = dir
-		s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err = s.cmd.Start(); err != nil {
-			return nil, err
-		}
-		s.exit = make(chan struct{})
-		go func(cmd *exec.Cmd, exit chan struct{}) {
-			_ = cmd.Wait()
-			close(exit)
-		}(s.cmd, s.exit)
-		if err = s.waitReady(); err == nil {
-			return s, nil
-		}
-		err = fmt.Errorf("%w\n%s", err, s.LogTail())
-		s.Kill()
+`, port, dir, MasterName, masterPort)
+		return []string{conf, "--sentinel"}, os.WriteFile(conf, []byte(text), 0o600)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start sentinel: %w", err)
 	}
-	return nil, fmt.Errorf("start sentinel: %w", err)
+	return &Server{p}, nil
 }
 
 // sentinelFields turns a SENTINEL MASTER reply (a flat name/value list in

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// front is the runner: it has its keeper take the lock, runs COMMAND under
+// it and returns distlock's exit code.
+func front(cfg *runConfig, args []string, stderr io.Writer) int {
+	tty := controllingTerminal()
+	if tty != nil {
+		// Taking the terminal back from a stopped or finished COMMAND is
+		// done from a background process group, which raises SIGTTOU (and
+		// would stop distlock) unless SIGTTOU is ignored. Blocking it
+		// instead would need a per-thread signal mask, which Go does not
+		// offer portably; the shim gives COMMAND the default back (shim.go).
+		signal.Ignore(syscall.SIGTTOU)
+	}
+	// Caught from here on: while waiting they end the wait, while COMMAND
+	// runs they are passed on to it. SIGCONT is the shell's fg or bg.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGCONT)
+	defer signal.Stop(sigs)
+	// A closed stdout or stderr gives EPIPE instead of killing the runner,
+	// which must outlive COMMAND to report its status.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+
+	k, err := startKeeper(args)
+	if err != nil {
+		return fail(stderr, "run", fmt.Errorf("cannot start the lock keeper: %w", err), exitRedis)
+	}
+	g, code := waitLocked(cfg, k, sigs, tty, stderr)
+	if g == nil {
+		return code
+	}
+	j, code := startJob(cfg, g, tty, k, stderr)
+	if j == nil {
+		return code
+	}
+	return supervise(cfg, j, k, sigs, stderr)
+}
+
+// waitLocked waits until the keeper holds the lock, or returns nil and the
+// exit code: the keeper's, which has said why, or 128+N for a signal.
+func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *terminal, stderr io.Writer) (*grant, int) {
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGCONT {
+				continue
+			}
+			k.abandon()
+			fmt.Fprintf(stderr, "distlock run: %v while waiting for %q; not run\n", sig, cfg.key)
+			return nil, exitBySignal(sig.(syscall.Signal), tty)
+		case line, ok := <-k.lines:
+			if !ok {
+				return nil, k.exitCode(stderr)
+			}
+			if g, ok := parseGrant(line); ok {
+				return g, exitOK
+			}
+		}
+	}
+}
+
+// supervise waits for COMMAND to end while passing signals on, relaying job
+// control on a terminal and stopping COMMAND if the keeper dies; the keeper
+// itself stops COMMAND on a loss.
+func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, stderr io.Writer) int {
+	var (
+		lost       bool // the lock is lost or its keeper is gone: COMMAND is being stopped
+		keeperGone bool
+		killAt     <-chan time.Time
+		lines      = k.lines
+	)
+	for {
+		select {
+		case sig := <-sigs:
+			if sig != syscall.SIGCONT {
+				j.signal(sig.(syscall.Signal))
+			} else if !lost && !k.gone() {
+				j.resume()
+			}
+		case line, ok := <-lines:
+			switch {
+			case ok && line == "lost":
+				lost = true
+			case !ok:
+				lines, keeperGone = nil, true
+				if lost {
+					break // the keeper has already begun stopping COMMAND
+				}
+				lost = true
+				j.terminate()
+				fmt.Fprintf(stderr, "distlock run: the lock keeper of %q died (%v); stopping %s: SIGTERM now, SIGKILL in %v\n",
+					cfg.key, keeperState(k), cfg.command[0], cfg.grace)
+				t := time.NewTimer(cfg.grace)
+				defer t.Stop()
+				killAt = t.C
+			}
+		case <-killAt:
+			killAt = nil
+			fmt.Fprintf(stderr, "distlock run: %s still running %v after SIGTERM; sending SIGKILL\n", cfg.command[0], cfg.grace)
+			j.signal(syscall.SIGKILL)
+		case ev := <-j.events:
+			switch {
+			case ev.err == nil && ev.ws.Stopped():
+				if !lost {
+					j.suspend(ev.ws.StopSignal())
+				}
+			case ev.ended():
+				j.takeTerminalBack()
+				if keeperGone {
+					j.signal(syscall.SIGKILL) // nothing may go on working without the lock
+					return exitLost
+				}
+				if reply := k.finish(); lost || reply != "released" {
+					return exitLost
+				}
+				if ev.err == nil && ev.ws.Signaled() {
+					return exitBySignal(ev.ws.Signal(), j.tty)
+				}
+				return exitStatus(ev)
+			}
+		}
+	}
+}
+
+// keeperState describes how the keeper ended, once it has.
+func keeperState(k *keeperLink) string {
+	select {
+	case <-k.exited:
+		return k.cmd.ProcessState.String()
+	case <-time.After(time.Second):
+		return "it closed its pipe"
+	}
+}
+
+// exitBySignal is distlock's exit for a job ended by sig: status 128+N.
+// But on a terminal, after Ctrl-C (SIGINT), distlock kills itself with
+// SIGINT, as flock(1) dies with its command: the shell then stops a loop or
+// script that ran distlock, as it would without it. (Not for SIGQUIT: Go
+// answers that with a goroutine dump.)
+func exitBySignal(sig syscall.Signal, tty *terminal) int {
+	if tty != nil && sig == syscall.SIGINT {
+		signal.Reset(sig)
+		_ = syscall.Kill(os.Getpid(), sig)
+		// The signal is handled on some thread of this process; give it
+		// the moment it needs before falling back to the exit status.
+		time.Sleep(time.Second)
+	}
+	return 128 + int(sig)
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+)
+
+// job is COMMAND, started by the runner in its own process group, so that
+// signals, a loss and a killed runner reach everything it started (a shell
+// script's children too).
+type job struct {
+	pid    int       // COMMAND's process ID, also its process group ID
+	tty    *terminal // nil when not on a terminal
+	gave   bool      // the terminal's foreground is COMMAND's because we gave it
+	events chan jobEvent
+}
+
+// jobEvent is a change of COMMAND's state, from wait4.
+type jobEvent struct {
+	ws  syscall.WaitStatus
+	err error // wait4 failed: treated as exited
+}
+
+func (e jobEvent) ended() bool { return e.err != nil || e.ws.Exited() || e.ws.Signaled() }
+
+// startJob starts COMMAND for grant g. On failure it has the keeper release
+// the lock, says why and returns nil and the exit code.
+func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, stderr io.Writer) (*job, int) {
+	cannot := func(err error, code int) (*job, int) {
+		k.finish()
+		fmt.Fprintf(stderr, "distlock run: cannot run %s: %v\n", cfg.command[0], err)
+		return nil, code
+	}
+	path, err := exec.LookPath(cfg.command[0])
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return cannot(err, exitNotFound)
+	}
+	if err != nil {
+		return cannot(err, exitCannotRun)
+	}
+	self, err := selfPath()
+	if err != nil {
+		return cannot(err, exitCannotRun)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return cannot(err, exitCannotRun)
+	}
+	defer w.Close() // without the go-ahead the shim exits unrun
+	unignore := "0"
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if tty != nil {
+		unignore = "1"
+		// In the foreground as under flock(1): COMMAND reads the terminal
+		// and gets Ctrl-C and Ctrl-Z. Started from the background, it gets
+		// the terminal when the shell brings the job forward (resume).
+		if tty.ours() {
+			sys.Foreground, sys.Ctty = true, tty.fd
+		}
+	}
+	argv := append([]string{os.Args[0], execCmd, unignore, path}, cfg.command...)
+	env := append(os.Environ(),
+		"DISTLOCK_KEY="+cfg.key,
+		"DISTLOCK_FENCE="+strconv.FormatInt(g.fence, 10),
+		"DISTLOCK_TOKEN="+g.token,
+	)
+	pid, err := syscall.ForkExec(self, argv, &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{0, 1, 2, r.Fd()},
+		Sys:   sys,
+	})
+	r.Close()
+	if err != nil {
+		return cannot(err, exitCannotRun)
+	}
+	j := &job{pid: pid, tty: tty, gave: sys.Foreground, events: make(chan jobEvent, 4)}
+	go j.wait()
+	// The keeper learns COMMAND's group before COMMAND may run. If it is
+	// gone, no go-ahead: the shim exits and supervise handles the loss.
+	if k.send("pid "+strconv.Itoa(pid)) == nil {
+		_, _ = w.Write([]byte{1})
+	}
+	return j, exitOK
+}
+
+// wait reports COMMAND's stops, continues and end.
+func (j *job) wait() {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(j.pid, &ws, syscall.WUNTRACED|syscall.WCONTINUED, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		ev := jobEvent{ws: ws, err: err}
+		j.events <- ev
+		if ev.ended() {
+			return
+		}
+	}
+}
+
+// signal sends sig to COMMAND's process group.
+func (j *job) signal(sig syscall.Signal) { _ = syscall.Kill(-j.pid, sig) }
+
+// terminate sends SIGTERM, and SIGCONT so that a stopped job gets it.
+func (j *job) terminate() {
+	j.signal(syscall.SIGTERM)
+	j.signal(syscall.SIGCONT)
+}
+
+// suspend follows COMMAND stopped by sig (Ctrl-Z, or SIGTTIN when it reads
+// the terminal from the background): the runner takes the terminal back and
+// stops its own process group with the same signal, so that the shell sees
+// the whole job stopped, as under flock(1). The keeper, outside the job,
+// keeps renewing the lock. Off a terminal a stop is someone else's business:
+// whoever stopped COMMAND continues it.
+func (j *job) suspend(sig syscall.Signal) {
+	if j.tty == nil {
+		return
+	}
+	j.takeTerminalBack()
+	_ = syscall.Kill(-j.tty.pgrp, sig)
+}
+
+// resume follows the runner being continued (fg or bg): COMMAND continues
+// too, in the foreground if the shell gave the runner the terminal.
+func (j *job) resume() {
+	if j.tty == nil {
+		return
+	}
+	if j.tty.ours() && j.tty.setForeground(j.pid) == nil {
+		j.gave = true
+	}
+	j.signal(syscall.SIGCONT)
+}
+
+// takeTerminalBack returns the terminal to the runner's group, if COMMAND
+// has it from us: the shell, or the script that ran distlock, may use it
+// again once COMMAND has stopped or exited.
+func (j *job) takeTerminalBack() {
+	if j.gave {
+		_ = j.tty.setForeground(j.tty.pgrp)
+		j.gave = false
+	}
+}
+
+// exitStatus is the shell's exit status for COMMAND's end.
+func exitStatus(ev jobEvent) int {
+	switch {
+	case ev.err != nil:
+		return exitCannotRun
+	case ev.ws.Signaled():
+		return 128 + int(ev.ws.Signal())
+	default:
+		return ev.ws.ExitStatus()
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// reapWait bounds how long a keeper whose runner died waits for COMMAND's
+// killed process group to be gone before it releases the lock, renewing
+// it meanwhile: a process can finish a system call (a write) after SIGKILL.
+const reapWait = 5 * time.Second
+
+// runKeeper is the hidden `distlock __keeper RUNNER-PID RUN-ARGS...`, the
+// process that holds the lock of a `distlock run` (link.go has the
+// protocol). It runs in its own session, outside the terminal's job: it
+// renews the lock while the job is suspended, and it outlives a killed
+// runner to kill COMMAND's process group before it releases the lock.
+func runKeeper(args []string) int {
+	// A message to a closed stderr must not kill the keeper: COMMAND would
+	// be left without its lock.
+	signal.Ignore(syscall.SIGPIPE)
+	setProcessName("distlock")
+	stderr := os.Stderr
+	if len(args) < 1 {
+		return exitUsage
+	}
+	runner, err := strconv.Atoi(args[0])
+	if err != nil {
+		return exitUsage
+	}
+	cfg, err := parseRunArgs(args[1:])
+	if err != nil {
+		return fail(stderr, "run", err, exitUsage)
+	}
+	open := cfg.conn.open
+	if cfg.quorum {
+		open = cfg.conn.openQuorum
+	}
+	conn, err := open()
+	if err != nil {
+		return fail(stderr, "run", err, exitUsage)
+	}
+	defer conn.Close()
+
+	lines, eof := readLines(os.Stdin)
+	// The runner closes its end to give up waiting (it caught a signal).
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-eof:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	lock, code := acquire(ctx, cfg, conn, runner, stderr)
+	cancel()
+	if lock == nil {
+		return code
+	}
+	fmt.Fprintf(os.Stdout, "locked %d %s\n", lock.Fence(), lock.Token())
+	return keep(cfg, lock, lines, runner, stderr)
+}
+
+// readLines delivers the runner's messages; both channels close at EOF.
+func readLines(r io.Reader) (<-chan string, <-chan struct{}) {
+	lines, eof := make(chan string, 4), make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(eof)
+		close(lines)
+	}()
+	return lines, eof
+}
+
+// keep holds the lock while COMMAND runs and returns the keeper's exit code.
+func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, stderr io.Writer) int {
+	var (
+		pgid    int // COMMAND's process group, once the runner has said
+		lostErr error
+		lost    = lock.Lost()
+		killAt  <-chan time.Time
+	)
+	reply := func(msg string) { fmt.Fprintln(os.Stdout, msg) }
+	for {
+		select {
+		case line, ok := <-lines:
+			verb, arg, _ := strings.Cut(line, " ")
+			switch {
+			case !ok:
+				// The runner is gone (killed, or it gave up before COMMAND
+				// started): nothing may run on without it.
+				if pgid != 0 {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+					fmt.Fprintf(stderr, "distlock run: the runner of %q died; killed %s's process group\n", cfg.key, cfg.command[0])
+					waitGone(pgid)
+				}
+				if lostErr == nil {
+					_ = release(cfg, lock, stderr)
+				}
+				return exitOK
+			case verb == "pid":
+				pgid, _ = strconv.Atoi(arg)
+				if lostErr != nil && pgid > 0 {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL) // lost before it started
+				}
+			case verb == "done":
+				if lostErr != nil {
+					if pgid > 0 {
+						// What COMMAND left running may not go on without the lock.
+						_ = syscall.Kill(-pgid, syscall.SIGKILL)
+					}
+					reply("lost")
+					return exitLost
+				}
+				if err := release(cfg, lock, stderr); errors.Is(err, distlock.ErrNotHeld) {
+					fmt.Fprintf(stderr, "distlock run: lock %q was lost before %s finished (%v)\n", cfg.key, cfg.command[0], lock.Err())
+					reply("notheld")
+					return exitLost
+				}
+				reply("released")
+				return exitOK
+			}
+		case <-lost:
+			lost, lostErr = nil, lock.Err()
+			reply("lost")
+			fmt.Fprintf(stderr, "distlock run: lock %q lost (%v); stopping %s: SIGTERM now, SIGKILL in %v\n",
+				cfg.key, lostErr, cfg.command[0], cfg.grace)
+			if pgid > 0 {
+				_ = syscall.Kill(-pgid, syscall.SIGTERM)
+				_ = syscall.Kill(-pgid, syscall.SIGCONT) // a suspended job must run to end
+			}
+			_ = syscall.Kill(runner, syscall.SIGCONT) // and so must its runner
+			t := time.NewTimer(cfg.grace)
+			defer t.Stop()
+			killAt = t.C
+		case <-killAt:
+			killAt = nil
+			if pgid > 0 && groupRunning(pgid) {
+				fmt.Fprintf(stderr, "distlock run: %s still running %v after SIGTERM; sending SIGKILL\n", cfg.command[0], cfg.grace)
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				_ = syscall.Kill(runner, syscall.SIGCONT)
+			}
+		}
+	}
+}
+
+// waitGone waits, at most reapWait, until no process of group pgid runs.
+func waitGone(pgid int) {
+	deadline := time.Now().Add(reapWait)
+	for groupRunning(pgid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling processes that are not our children
+	}
+}
+
+// release gives the lock back; a Redis error only costs the lease running
+// out, so it is reported and otherwise ignored.
+func release(cfg *runConfig, lock *distlock.Lock, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := lock.Release(ctx)
+	switch {
+	case err == nil:
+		if cfg.verbose {
+			fmt.Fprintf(stderr, "distlock run: released %q\n", cfg.key)
+		}
+	case !errors.Is(err, distlock.ErrNotHeld):
+		fmt.Fprintf(stderr, "distlock run: warning: release %q: %v (it expires within %v)\n", cfg.key, err, cfg.ttl)
+	}
+	return err
+}

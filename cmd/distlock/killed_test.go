@@ -1,0 +1,175 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestKilledRunnerKillsCommand (issue 10, item 1): kill -9 on `distlock run`
+// kills COMMAND's whole process group, a shell script's background child
+// included, within a third of the TTL; and a second runner waiting for the
+// lock runs its command only after the first command's last write.
+func TestKilledRunnerKillsCommand(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	const ttl = 3 * time.Second
+	// Child and grandchild both append timestamps to one log, as fast as
+	// they can.
+	script := `(while :; do echo "A $(date +%s%N)" >> log; sleep 0.01; done) &
+echo "$$ $!" > pids
+while :; do echo "A $(date +%s%N)" >> log; sleep 0.01; done`
+	a := startDL(t, dir, env, "run", "--ttl", ttl.String(), "killed", "--", "sh", "-c", script)
+	var pids []int
+	for _, f := range strings.Fields(waitFile(t, filepath.Join(dir, "pids"), 10*time.Second)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	// The child leads COMMAND's process group: whatever happens, do not
+	// leave it running (it holds the runner's output pipes).
+	t.Cleanup(func() { _ = syscall.Kill(-pids[0], syscall.SIGKILL) })
+
+	b := startDL(t, dir, env, "run", "--ttl", ttl.String(), "killed", "--", "sh", "-c", `echo "B $(date +%s%N)" >> log`)
+	ctx := ctxT(t, 20*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the second runner is waiting in line
+		info, err := c.Inspect(ctx, "killed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Queued+info.Listening > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second runner not waiting: %+v; stderr %s", info, b.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process's progress
+	}
+
+	killed := time.Now()
+	signalProc(t, a, syscall.SIGKILL)
+	for _, pid := range pids {
+		waitDead(t, pid, ttl/3, killed)
+	}
+	t.Logf("child and grandchild gone %v after kill -9 on the runner", time.Since(killed).Round(time.Millisecond))
+
+	if code := b.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("second runner: exit %d; stderr %s", code, b.stderr.String())
+	}
+	var lastA, firstB int64
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(dir, "log"))), "\n") {
+		who, stamp, _ := strings.Cut(line, " ")
+		ns, err := strconv.ParseInt(stamp, 10, 64)
+		if err != nil {
+			continue // a line cut short by SIGKILL
+		}
+		switch who {
+		case "A":
+			lastA = max(lastA, ns)
+		case "B":
+			firstB = ns
+		}
+	}
+	if lastA == 0 || firstB == 0 {
+		t.Fatalf("log lacks A or B lines:\n%s", readFile(t, filepath.Join(dir, "log")))
+	}
+	if lastA >= firstB {
+		t.Fatalf("the first command wrote %v after the second one started", time.Duration(lastA-firstB))
+	}
+	t.Logf("second command started %v after the first one's last write, %v after the kill",
+		time.Duration(firstB-lastA).Round(time.Millisecond), time.Unix(0, firstB).Sub(killed).Round(time.Millisecond))
+	// Released by the keeper once COMMAND was gone, not left to expire
+	// (which takes up to two thirds of the TTL after the last renewal).
+	if started := time.Unix(0, firstB).Sub(killed); started > ttl/3 {
+		t.Errorf("second command started %v after the kill: the lock was not released", started)
+	}
+	if !strings.Contains(a.stderr.String(), "died; killed sh's process group") {
+		t.Errorf("the keeper did not report the kill: %q", a.stderr.String())
+	}
+}
+
+// waitDead fails the test unless process pid is gone (or a zombie) within
+// d of since.
+func waitDead(t *testing.T, pid int, d time.Duration, since time.Time) {
+	t.Helper()
+	for !processDead(pid) {
+		if time.Since(since) > d {
+			t.Fatalf("process %d still alive %v after the runner was killed (state %s)", pid, d, processState(pid))
+		}
+		time.Sleep(2 * time.Millisecond) // polling another process's state
+	}
+}
+
+func processDead(pid int) bool {
+	s := processState(pid)
+	return s == "" || s == "Z" || s == "X"
+}
+
+// processState is the state letter in /proc/PID/stat (R, S, T, Z...), or ""
+// if there is no such process.
+func processState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	state, _, _ := strings.Cut(after, " ")
+	return state
+}
+
+// TestKilledKeeper: if the lock keeper dies, nothing renews the lock any
+// more; the runner treats that as a loss: SIGTERM to COMMAND, status 79.
+func TestKilledKeeper(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	script := `trap 'echo term > marker; exit 0' TERM
+echo x > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "keeper", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "lock keeper of \"keeper\" died") {
+		t.Fatalf("stderr does not explain: %q", p.stderr.String())
+	}
+}
+
+// childWithArg returns the child process of parent whose command line has
+// the argument arg.
+func childWithArg(t *testing.T, parent int, arg string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err1 := os.ReadFile("/proc/" + e.Name() + "/stat")
+		cmdline, err2 := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(parent) && strings.Contains("\x00"+string(cmdline), "\x00"+arg+"\x00") {
+			return pid
+		}
+	}
+	t.Fatalf("no child of %d runs with %q", parent, arg)
+	return 0
+}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package main
+
+import "syscall"
+
+// setProcessName is a no-op where the keeper is started by its path.
+func setProcessName(string) {}
+
+// groupRunning tells whether process group pgid has members left; zombies
+// count until reaped.
+func groupRunning(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }

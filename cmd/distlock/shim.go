@@ -1,0 +1,41 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// runExec is the hidden `distlock __exec UNIGNORE PATH ARG0 ARGS...`, the
+// process that becomes COMMAND. The runner starts it in COMMAND's process
+// group and tells the keeper that group before it writes the go-ahead on
+// fd 3; only then does the shim exec COMMAND. So COMMAND never runs where the
+// keeper of a runner killed at that very moment could not find and kill it:
+// if the runner dies first, fd 3 reads EOF and nothing is run.
+func runExec(args []string) int {
+	if len(args) < 3 {
+		return exitUsage
+	}
+	unignore, path, argv := args[0] == "1", args[1], args[2:]
+	goAhead := os.NewFile(3, "go-ahead")
+	var b [1]byte
+	if n, _ := goAhead.Read(b[:]); n != 1 {
+		return exitCannotRun // the runner is gone; nobody reads this status
+	}
+	goAhead.Close()
+	if unignore {
+		// On a terminal the runner ignores SIGTTOU (front.go) and COMMAND
+		// would inherit that. exec resets caught signals to their default
+		// action but keeps ignored ones ignored, so catching SIGTTOU here
+		// gives COMMAND the default back.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGTTOU)
+	}
+	err := syscall.Exec(path, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "distlock run: cannot run %s: %v\n", argv[0], err)
+	if errors.Is(err, syscall.ENOENT) {
+		return exitNotFound
+	}
+	return exitCannotRun
+}

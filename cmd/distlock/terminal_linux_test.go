@@ -1,0 +1,257 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// shell is an interactive bash with job control on a pseudo-terminal, as a
+// user at a terminal has it: the test types into the terminal and reads
+// what it shows.
+type shell struct {
+	master *os.File
+	out    lockedBuffer // everything the terminal showed
+	seen   int          // how much of out expect has consumed
+	dir    string
+}
+
+const prompt = "PROMPT> "
+
+func startShell(t *testing.T, env []string) *shell {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash is needed to drive a terminal job: %v", err)
+	}
+	master, slave := openPTY(t)
+	s := &shell{master: master, dir: t.TempDir()}
+	cmd := exec.Command(bash, "--norc", "--noprofile", "--noediting", "-i")
+	cmd.Dir = s.dir
+	cmd.Env = append(cleanEnv(), append(env, "PS1="+prompt, "TERM=dumb", "HISTFILE=/dev/null", "DL="+binary(t))...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	// A session of its own with the pseudo-terminal as its controlling
+	// terminal: bash then does job control as in a terminal window.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			s.out.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		// Everything in the terminal's session, including a job that a
+		// broken distlock left stuck: the reader gets EOF only once no
+		// process has the terminal open.
+		killSession(cmd.Process.Pid)
+		_ = cmd.Wait()
+		<-copied
+		master.Close()
+	})
+	s.expect(t, prompt, 10*time.Second)
+	return s
+}
+
+// typ types text on the terminal's keyboard.
+func (s *shell) typ(t *testing.T, text string) {
+	t.Helper()
+	if _, err := s.master.Write([]byte(text)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expect waits until the terminal shows want after what earlier expects
+// consumed, and consumes up to its end.
+func (s *shell) expect(t *testing.T, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		out := s.out.String()
+		if i := strings.Index(out[s.seen:], want); i >= 0 {
+			s.seen += i + len(want)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("terminal did not show %q within %v; it shows:\n%s", want, within, out[s.seen:])
+		}
+		time.Sleep(5 * time.Millisecond) // polling the terminal's output
+	}
+}
+
+// waitHeld waits until key is held and returns the holder's fence.
+func waitHeld(t *testing.T, c *distlock.Client, key string) int64 {
+	t.Helper()
+	ctx := ctxT(t, 20*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Inspect(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Held() {
+			return info.Fence
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q not taken within 10s", key)
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process's progress
+	}
+}
+
+// TestTerminalJob (issue 10, item 2): at a terminal, COMMAND behaves as
+// under flock(1): it reads the terminal, Ctrl-C reaches it, and Ctrl-Z
+// suspends the whole job, which keeps its lock while suspended and resumes
+// on fg.
+func TestTerminalJob(t *testing.T) {
+	env, c, _ := server(t)
+
+	t.Run("reads the terminal", func(t *testing.T) {
+		sh := startShell(t, env)
+		sh.typ(t, `"$DL" run tty-read -- sh -c 'read x; echo "got:$x"'; echo "rc=$?"`+"\n")
+		waitHeld(t, c, "tty-read")
+		sh.typ(t, "hello\n")
+		sh.expect(t, "got:hello", 10*time.Second)
+		sh.expect(t, "rc=0", 10*time.Second)
+	})
+
+	t.Run("Ctrl-C", func(t *testing.T) {
+		sh := startShell(t, env)
+		sh.typ(t, `"$DL" run tty-int -- cat`+"\n")
+		waitHeld(t, c, "tty-int")
+		sh.typ(t, "ping\n")
+		sh.expect(t, "ping\r\nping\r\n", 10*time.Second) // the echo, then cat's copy
+		sh.typ(t, "\x03")
+		sh.expect(t, prompt, 10*time.Second)
+		// 130: cat died of SIGINT, and distlock with it, as flock would.
+		sh.typ(t, `echo "rc=$?"`+"\n")
+		sh.expect(t, "rc=130", 10*time.Second)
+		if info, err := c.Inspect(ctxT(t, 5*time.Second), "tty-int"); err != nil || info.Held() {
+			t.Fatalf("after Ctrl-C: %+v %v, want released", info, err)
+		}
+	})
+
+	t.Run("Ctrl-Z and fg", func(t *testing.T) {
+		sh := startShell(t, env)
+		const ttl = time.Second
+		sh.typ(t, `"$DL" run --ttl 1s tty-stop -- sh -c 'echo $$ > cmd.pid; read x; echo "got:$x"'`+"\n")
+		fence := waitHeld(t, c, "tty-stop")
+		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(sh.dir, "cmd.pid"), 10*time.Second)))
+		sh.typ(t, "\x1a")
+		sh.expect(t, "Stopped", 10*time.Second)
+		sh.expect(t, prompt, 10*time.Second)
+		if st := processState(pid); st != "T" {
+			t.Fatalf("COMMAND in state %q after Ctrl-Z, want T (stopped)", st)
+		}
+		// Suspended for three leases: the lock stays with the job.
+		ctx := ctxT(t, 20*time.Second)
+		for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) { // sampling over a span of time
+			info, err := c.Inspect(ctx, "tty-stop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !info.Held() || info.Fence != fence {
+				t.Fatalf("suspended job lost its lock: %+v (fence was %d)", info, fence)
+			}
+		}
+		if st := processState(pid); st != "T" {
+			t.Fatalf("COMMAND in state %q while the job is suspended, want T", st)
+		}
+		sh.typ(t, "fg\n")
+		sh.typ(t, "again\n")
+		sh.expect(t, "got:again", 10*time.Second)
+		sh.expect(t, prompt, 10*time.Second)
+		sh.typ(t, `echo "rc=$?"`+"\n")
+		sh.expect(t, "rc=0", 10*time.Second)
+		if info, err := c.Inspect(ctx, "tty-stop"); err != nil || info.Held() {
+			t.Fatalf("after the job: %+v %v, want released", info, err)
+		}
+	})
+
+	t.Run("loss while suspended", func(t *testing.T) {
+		sh := startShell(t, env)
+		sh.typ(t, `"$DL" run --ttl 1s --grace 1s tty-loss -- sh -c 'echo $$ > cmd.pid; read x'`+"\n")
+		waitHeld(t, c, "tty-loss")
+		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(sh.dir, "cmd.pid"), 10*time.Second)))
+		sh.typ(t, "\x1a")
+		sh.expect(t, "Stopped", 10*time.Second)
+		removed, err := c.ForceRelease(ctxT(t, 5*time.Second), "tty-loss")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner, _ := strconv.Atoi(metaFields(removed.Meta)["pid"])
+		// Noticed at the next renewal; the stopped job is continued and
+		// terminated, and the shell reports its status 79.
+		sh.expect(t, `lock "tty-loss" lost`, 10*time.Second)
+		waitDead(t, pid, 10*time.Second, time.Now())
+		// Reaped by the shell, which has then noted the job's status.
+		for deadline := time.Now().Add(10 * time.Second); processState(runner) != ""; time.Sleep(5 * time.Millisecond) { // polling another process's state
+			if time.Now().After(deadline) {
+				t.Fatalf("distlock still there (state %s)", processState(runner))
+			}
+		}
+		sh.typ(t, "jobs\n")
+		sh.expect(t, "Exit 79", 10*time.Second)
+	})
+}
+
+// killSession kills every process of session sid.
+func killSession(sid int) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// TestVerboseOnTerminal (issue 10, item 3): on a terminal -v also shows
+// for how long it has waited, on one line that it rewrites.
+func TestVerboseOnTerminal(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 20*time.Second)
+	l, err := c.TryLock(ctx, "tty-wait", distlock.WithMetadata("host=other pid=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := startShell(t, env)
+	sh.typ(t, `"$DL" run -v --wait 20s tty-wait -- echo ran; echo "rc=$?"`+"\n")
+	sh.expect(t, "host=other pid=1", 10*time.Second)
+	sh.expect(t, "\r\033[Kdistlock run: waiting for \"tty-wait\": 1s", 10*time.Second)
+	sh.expect(t, "\r\033[Kdistlock run: waiting for \"tty-wait\": 2s", 10*time.Second)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sh.expect(t, `took "tty-wait"`, 10*time.Second)
+	sh.expect(t, "ran", 10*time.Second)
+	sh.expect(t, "rc=0", 10*time.Second)
+	if n := strings.Count(sh.out.String(), "host=other pid=1"); n != 1 {
+		t.Fatalf("holder named %d times:\n%s", n, sh.out.String())
+	}
+}
