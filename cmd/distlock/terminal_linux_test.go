@@ -191,7 +191,7 @@ func TestTerminalJob(t *testing.T) {
 		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(sh.dir, "cmd.pid"), 10*time.Second)))
 		sh.typ(t, "\x1a")
 		sh.expect(t, "Stopped", 10*time.Second)
-		removed, err := c.ForceRelease(ctxT(t, 5*time.Second), "tty-loss")
+		removed, err := c.ForceRelease(ctxT(t, 5*time.Second), "tty-loss", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
