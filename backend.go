@@ -33,9 +33,9 @@ type backend interface {
 	// publish is the command the scripts publish with: PUBLISH, or SPUBLISH
 	// (sharded pub/sub) on a Cluster.
 	publish() string
-	// passOn frees a grant that was handed to token after its Lock call
-	// gave up (the notifier found nobody waiting for it).
-	passOn(names keyNames, token string)
+	// passOn frees a grant that was handed to a Lock call that gave up
+	// (the notifier found nobody waiting for it).
+	passOn(h hold)
 }
 
 // releaseOutcome is what a release found in Redis.

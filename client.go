@@ -115,7 +115,7 @@ func (c *Client) Close() error {
 // ErrInvalidTTL or ErrInvalidOption (bad input), ErrClosed or ErrNilClient,
 // ErrNotReplicated (WithReplicaAck), or wraps the Redis client's error.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	r, err := c.request(key, opts, false)
+	r, err := c.request(mutexKind, key, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // whatever Redis does; a grant that Redis makes after the caller gave up is
 // released at once in the background.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	r, err := c.request(key, opts, true)
+	r, err := c.request(mutexKind, key, opts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -170,8 +170,8 @@ func (c *Client) queued(ctx context.Context, r *request) {
 	}
 }
 
-// request validates one Lock or TryLock call.
-func (c *Client) request(key string, opts []Option, wait bool) (*request, error) {
+// request validates one call that asks for a hold of kind k on key.
+func (c *Client) request(k *kind, key string, opts []Option, wait bool) (*request, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (c *Client) request(key string, opts []Option, wait bool) (*request, error)
 		return nil, err
 	}
 	token := newToken()
-	r := &request{key: key, names: c.names(key), cfg: cfg, token: token, wait: wait, tail: defaultTail}
+	r := &request{kind: k, key: key, names: c.names(k, key), cfg: cfg, token: token, wait: wait, tail: defaultTail, acquireArg: k.acquireArg}
 	if cfg.owner != "" || cfg.meta != processMetadata {
 		r.tail = strconv.Itoa(len(cfg.owner)) + ":" + cfg.owner + cfg.meta
 	}
@@ -202,8 +202,13 @@ func (c *Client) usable() error {
 	return nil
 }
 
-func (c *Client) names(key string) keyNames {
-	return newKeyNames(c.prefix+"{"+key+"}"+lineSuffix, c.counter)
+// names are the keys of the lock of kind k named key.
+func (c *Client) names(k *kind, key string) keyNames {
+	names := newKeyNames(c.prefix+k.prefix+"{"+key+"}"+lineSuffix, c.counter)
+	if k.shared {
+		names.keys = append(names.keys, names.lock+":h", names.lock+":d")
+	}
+	return names
 }
 
 // notify returns the Client's notifier, creating it on first use; nil after
@@ -217,15 +222,22 @@ func (c *Client) notify() *notifier {
 	return c.notifier
 }
 
-// request is one Lock or TryLock call.
+// request is one call that asks for a hold.
 type request struct {
-	key   string
-	names keyNames
-	cfg   lockConfig
-	token string
-	tail  string // "<len(owner)>:<owner><meta>", see lua/lib.lua
-	entry string // the call's line entry (see lua/lib.lua), once it waits
-	wait  bool
+	kind *kind
+	// acquireArg is ARGV[12] of the acquire script and releaseArg ARGV[8]
+	// of the release script (see kind)
+	acquireArg, releaseArg any
+	key                    string
+	names                  keyNames
+	cfg                    lockConfig
+	token                  string
+	tail                   string // "<len(owner)>:<owner><meta>", see lua/lib.lua
+	entry                  string // the call's line entry (see lua/lib.lua), once it waits
+	// deadline: the entry carries ctx's deadline, so a handoff skips it
+	// once the call has given up by its deadline
+	deadline bool
+	wait     bool
 	// sent is when the last attempt that left this call in line was sent: a
 	// handoff to it happened later, so its lease runs at least until
 	// sent + ttl.
@@ -240,10 +252,17 @@ type request struct {
 // defaultTail is the tail of a lock without owner or WithMetadata.
 var defaultTail = "0:" + processMetadata
 
-// lineEntry sets r.entry, the call's entry in the line of a Client with id.
-func (r *request) lineEntry(clientID string) string {
+// lineEntry sets r.entry, the call's entry in the line of a Client with id,
+// for a call that gives up at ctx's deadline (see lua/lib.lua).
+func (r *request) lineEntry(ctx context.Context, clientID string) string {
 	if r.entry == "" {
-		r.entry = r.token + " " + clientID + " " + strconv.FormatInt(r.cfg.ttl.Milliseconds(), 10) + " " + r.tail
+		deadline := "0"
+		if d, ok := ctx.Deadline(); ok {
+			r.deadline = true
+			deadline = strconv.FormatInt(d.UnixMilli(), 10)
+		}
+		r.entry = r.token + " " + clientID + " " + strconv.FormatInt(r.cfg.ttl.Milliseconds(), 10) + " " +
+			r.kind.mode + " " + deadline + " " + r.tail
 	}
 	return r.entry
 }

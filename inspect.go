@@ -56,7 +56,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err := validateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	names := c.names(key)
+	names := c.names(mutexKind, key)
 	res, err := inspectScript.Run(ctx, c.b.admin(), []string{names.lock, names.line}, c.b.publish()).Slice()
 	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
@@ -186,7 +186,7 @@ func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (Loc
 	if fence < 0 {
 		return LockInfo{}, fmt.Errorf("%w: fence must not be negative, got %d", ErrInvalidOption, fence)
 	}
-	names := c.names(key)
+	names := c.names(mutexKind, key)
 	res, err := forceReleaseScript.Run(ctx, c.b.admin(), names.keys, fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
 	if err == nil && len(res) != 0 && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)

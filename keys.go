@@ -19,12 +19,6 @@ type keyNames struct {
 	keys []string
 }
 
-// lockKeys returns the names of the lock whose Redis key is lockKey;
-// counter names its fence counter (nodeCounter or slotCounter).
-func lockKeys(lockKey string, counter func(lockKey string) string) keyNames {
-	return newKeyNames(lockKey+lineSuffix, counter)
-}
-
 const lineSuffix = ":line"
 
 // newKeyNames builds the names from the line's key: the lock's key is its
@@ -32,7 +26,8 @@ const lineSuffix = ":line"
 func newKeyNames(line string, counter func(lockKey string) string) keyNames {
 	lock := line[:len(line)-len(lineSuffix)]
 	k := keyNames{lock: lock, fence: counter(lock), line: line}
-	k.keys = []string{k.lock, k.fence, k.line}
+	k.keys = make([]string, 3, 5) // room for the two keys of a shared kind
+	k.keys[0], k.keys[1], k.keys[2] = k.lock, k.fence, k.line
 	return k
 }
 

@@ -11,12 +11,15 @@ import (
 // nil *Lock they return ErrNotHeld.
 type Lock struct {
 	client *Client
-	key    string
-	names  keyNames
-	token  string // this hold; Redis releases and extends by it
-	fence  int64
-	renew  bool
-	since  time.Time // when the hold began, for EventHoldEnded
+	kind   *kind
+	// releaseArg is ARGV[8] of the kind's release script (a semaphore's limit)
+	releaseArg any
+	key        string
+	names      keyNames
+	token      string // this hold; Redis releases and extends by it
+	fence      int64
+	renew      bool
+	since      time.Time // when the hold began, for EventHoldEnded
 
 	mu      sync.Mutex
 	ttl     time.Duration // the lease renewal keeps
@@ -47,8 +50,8 @@ const (
 // started no earlier than start, and hands it to the renewer.
 func newLock(c *Client, r *request, fence int64, start time.Time, lease time.Duration) *Lock {
 	l := &Lock{
-		client: c, key: r.key, names: r.names, token: r.token, fence: fence,
-		renew: !r.cfg.noRenew, ttl: r.cfg.ttl, heapIdx: -1,
+		client: c, kind: r.kind, releaseArg: r.releaseArg, key: r.key, names: r.names, token: r.token,
+		fence: fence, renew: !r.cfg.noRenew, ttl: r.cfg.ttl, heapIdx: -1,
 	}
 	if c.obs != nil {
 		l.since = time.Now()

@@ -28,7 +28,7 @@ type Mutex struct {
 // Lock cannot fail on bad input later (ErrInvalidKey, ErrInvalidTTL,
 // ErrInvalidOption, ErrClosed, ErrNilClient).
 func (c *Client) NewMutex(key string, opts ...Option) (*Mutex, error) {
-	if _, err := c.request(key, opts, true); err != nil {
+	if _, err := c.request(mutexKind, key, opts, true); err != nil {
 		return nil, err
 	}
 	return &Mutex{client: c, key: key, opts: opts}, nil

@@ -41,6 +41,9 @@ type channelState struct {
 	live   bool               // the subscription is confirmed
 	since  time.Time          // when the channel last became idle
 	ps     *redis.PubSub      // the subscription that confirmed it
+	// lock names the lock whose handoffs come on the channel, to pass on
+	// a grant whose waiter is gone (token unset)
+	lock hold
 }
 
 func (s *channelState) empty() bool { return len(s.local) == 0 && len(s.queued) == 0 }
@@ -76,28 +79,29 @@ func (c *Client) existingNotifier() *notifier {
 }
 
 // join adds a waiter in a Redis line, listening on channel for handoffs to
-// token, and subscribes to channel on first use.
-func (n *notifier) join(channel, token string) *waiter {
-	w := newWaiter(channel, token)
+// h's token, and subscribes to channel on first use.
+func (n *notifier) join(channel string, h hold) *waiter {
+	w := newWaiter(channel, h.token)
 	n.mu.Lock()
-	n.stateLocked(channel).queued[token] = w
+	s := n.stateLocked(channel)
+	s.queued[h.token], s.lock = w, h
 	n.mu.Unlock()
 	return w
 }
 
 // joinLive is join if channel is subscribed and confirmed, else nil.
-func (n *notifier) joinLive(channel, token string) *waiter {
+func (n *notifier) joinLive(channel string, h hold) *waiter {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := n.chans[channel]
 	if s == nil || !s.live {
 		return nil
 	}
-	w := newWaiter(channel, token)
+	w := newWaiter(channel, h.token)
 	if s.empty() {
 		n.idle--
 	}
-	s.queued[token] = w
+	s.queued[h.token], s.lock = w, h
 	return w
 }
 
@@ -233,8 +237,10 @@ func (n *notifier) deliver(channel, payload string) {
 		delete(n.expect, token)
 		return
 	}
-	if lockKey, ok := strings.CutSuffix(channel, ":to:"+n.c.id); ok {
-		n.c.b.passOn(lockKeys(lockKey, n.c.counter), token)
+	if s != nil && s.lock.kind != nil {
+		h := s.lock
+		h.token = token
+		n.c.b.passOn(h)
 	}
 }
 

@@ -108,7 +108,7 @@ type quorum struct {
 func (q *quorum) subscriptions() []redis.UniversalClient { return q.nodes }
 func (q *quorum) admin() redis.UniversalClient           { return q.nodes[0] }
 func (q *quorum) publish() string                        { return "PUBLISH" }
-func (q *quorum) passOn(keyNames, string)                {} // no Redis line, no handoffs
+func (q *quorum) passOn(hold)                            {} // no Redis line, no handoffs
 func (q *quorum) majority() int                          { return len(q.nodes)/2 + 1 }
 
 // decisionWait bounds how long a quorum operation waits for a node: small
@@ -279,7 +279,7 @@ func isGrant(r nodeResult) bool {
 // giveBack releases, in the background, whatever node i granted token.
 func (q *quorum) giveBack(i int, names keyNames, token string) {
 	q.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, q.nodes[i], names, token, publishArg, "", true).Err()
+		_ = runRelease(ctx, q.nodes[i], hold{mutexKind, names, token, nil}, publishArg, "", true).Err()
 	})
 }
 
@@ -305,7 +305,7 @@ func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, 
 
 func (q *quorum) release(ctx context.Context, l *Lock, _ string) (releaseOutcome, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
-		return runRelease(ctx, rdb, l.names, l.token, publishArg, "", true).Int64Slice()
+		return runRelease(ctx, rdb, l.hold(), publishArg, "", true).Int64Slice()
 	}, nil, nil)
 	held, taken, failed, freed := 0, 0, 0, false
 	for _, x := range res {

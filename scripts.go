@@ -47,15 +47,29 @@ const handoffLease = 2 * time.Second
 // (first dropping entry from the line, if not ""), hands a freed lock to the
 // next waiter, and with announce publishes "r" on the lock's shared channel
 // when the lock is freed without a handoff.
-func runRelease(ctx context.Context, rdb redis.Scripter, names keyNames, token string, pub any, entry string, announce bool) *redis.Cmd {
-	return runReleaseLinked(ctx, rdb, names, token, pub, entry, announce, "")
+func runRelease(ctx context.Context, rdb redis.Scripter, h hold, pub any, entry string, announce bool) *redis.Cmd {
+	return runReleaseLinked(ctx, rdb, h, pub, entry, announce, "")
 }
 
 // runReleaseLinked is runRelease passing link (see Observer.Link) to a
 // waiter the lock is handed to.
-func runReleaseLinked(ctx context.Context, rdb redis.Scripter, names keyNames, token string, pub any, entry string, announce bool, link string) *redis.Cmd {
-	return releaseScript.Run(ctx, rdb, names.keys, token, pub, nowMillis(), entry, boolArg(announce), handoffLeaseArg, link)
+func runReleaseLinked(ctx context.Context, rdb redis.Scripter, h hold, pub any, entry string, announce bool, link string) *redis.Cmd {
+	if h.releaseArg == nil {
+		return h.kind.release.Run(ctx, rdb, h.names.keys, h.token, pub, nowMillis(), entry, boolArg(announce), handoffLeaseArg, link)
+	}
+	return h.kind.release.Run(ctx, rdb, h.names.keys, h.token, pub, nowMillis(), entry, boolArg(announce), handoffLeaseArg, link, h.releaseArg)
 }
+
+// hold names one hold (or one that may have been made) for the scripts.
+type hold struct {
+	kind       *kind
+	names      keyNames
+	token      string
+	releaseArg any
+}
+
+func (r *request) hold() hold { return hold{r.kind, r.names, r.token, r.releaseArg} }
+func (l *Lock) hold() hold    { return hold{l.kind, l.names, l.token, l.releaseArg} }
 
 // Script arguments that are the same on every call, boxed once: each
 // conversion to an interface would otherwise allocate on the lock path.

@@ -58,21 +58,30 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 	n := s.c.existingNotifier()
 	if r.wait && (n != nil || r.cfg.fair) {
 		inbox = r.names.inbox(s.c.id)
-		r.lineEntry(s.c.id)
+		r.lineEntry(ctx, s.c.id)
 	}
 	if r.wait && n != nil {
 		// A lock this Client waited for lately is likely held: line up in
 		// the same call that asks, if the subscription is still there.
-		if w = n.joinLive(inbox, r.token); w != nil {
+		if w = n.joinLive(inbox, r.hold()); w != nil {
 			mode = modeJoin
 		}
 	}
 	if r.wait && r.cfg.fair {
 		mode = modeFair
 	}
+	var won bool
 	defer func() {
-		if w != nil {
-			n.leave(w)
+		if w == nil {
+			return
+		}
+		n.leave(w)
+		select {
+		case <-w.grant:
+			if !won { // handed over as the call gave up: pass it on
+				s.passOn(r.hold())
+			}
+		default:
 		}
 	}()
 	var lastErr error
@@ -81,7 +90,7 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 			if n = s.c.notify(); n == nil {
 				return nil, notObtained(r.key, ErrClosed)
 			}
-			w = n.join(inbox, r.token)
+			w = n.join(inbox, r.hold())
 		}
 		if mode != modeTry && !n.isLive(w) {
 			// A handoff skips a client nobody hears: be heard first.
@@ -109,13 +118,14 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 				n.expectGrant(inbox, r.token)
 				r.how = HowHandedOver
 			}
+			won = true
 			return newLock(s.c, r, rep.fence, sent, r.cfg.ttl), nil
 		case !r.wait:
 			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotObtained, r.key)
 		case mode == modeTry:
 			mode = modeJoin // held: line up and wait
 			inbox = r.names.inbox(s.c.id)
-			r.lineEntry(s.c.id)
+			r.lineEntry(ctx, s.c.id)
 			continue
 		default:
 			again, r.sent = true, sent
@@ -132,6 +142,7 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 		if h.fence > 0 {
 			r.how, r.link = HowHandedOver, h.link
 			if l := s.handedOver(ctx, r, h.fence); l != nil {
+				won = true
 				return l, nil
 			}
 		}
@@ -139,9 +150,10 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 }
 
 // gaveUp is the error of a Lock call that stopped waiting because of err,
-// after leaving the line (in the background: the caller does not wait).
+// after leaving the line (in the background: the caller does not wait). A
+// call that gave up at its deadline leaves its entry: handoffs skip it.
 func (s *single) gaveUp(r *request, err error, inLine bool, last error) error {
-	if inLine {
+	if inLine && !(r.deadline && errors.Is(err, context.DeadlineExceeded)) {
 		s.abandon(r)
 	}
 	if last != nil {
@@ -155,16 +167,25 @@ func (s *single) gaveUp(r *request, err error, inLine bool, last error) error {
 func (s *single) attempt(ctx context.Context, r *request, mode string, again bool) (reply, error) {
 	return detached(s.c, ctx, func(ctx context.Context) (reply, error) {
 		return s.acquire(ctx, r, mode, again)
-	}, func(reply, error) { s.abandon(r) })
+	}, func(rep reply, err error) {
+		// The call gave up; undo what Redis did for it, unless that is
+		// only an entry in line that handoffs skip after its deadline.
+		if err != nil || rep.granted || mode != modeTry && !(r.deadline && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+			s.abandon(r)
+		}
+	})
 }
 
 func (s *single) acquire(ctx context.Context, r *request, mode string, again bool) (reply, error) {
-	args := make([]any, 6, 11)
+	args := make([]any, 6, 12)
 	args[0], args[1], args[2], args[3], args[4], args[5] = r.token, msArg(r.cfg.ttl), r.cfg.owner, r.tail, nowMillis(), mode
-	if mode != modeTry {
+	if mode != modeTry || r.acquireArg != nil {
 		args = append(args, r.entry, boolArg(again), s.pubArg, lineTTLArg, handoffLeaseArg)
+		if r.acquireArg != nil {
+			args = append(args, r.acquireArg)
+		}
 	}
-	cmd, acked := s.ack.run(ctx, s.rdb, acquireScript, r.names.keys, args...)
+	cmd, acked := s.ack.run(ctx, s.rdb, r.kind.acquire, r.names.keys, args...)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, err)
@@ -178,7 +199,7 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 	if !acked {
 		// The grant may not survive a failover: undo it rather than hand out
 		// a lock that a promoted replica would give to someone else too.
-		_ = runRelease(ctx, s.rdb, r.names, r.token, s.pubArg, r.entry, false).Err()
+		_ = runRelease(ctx, s.rdb, r.hold(), s.pubArg, r.entry, false).Err()
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
 	}
 	return reply{granted: true, handed: len(res) > 3, fence: res[1]}, nil
@@ -213,19 +234,19 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64) *Lock 
 // line entry, and a grant made to it. It runs in the background.
 func (s *single) abandon(r *request) {
 	s.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, s.rdb, r.names, r.token, s.pubArg, r.entry, false).Err()
+		_ = runRelease(ctx, s.rdb, r.hold(), s.pubArg, r.entry, false).Err()
 	})
 }
 
 // passOn frees a grant handed to a waiter that is gone.
-func (s *single) passOn(names keyNames, token string) {
+func (s *single) passOn(h hold) {
 	s.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, s.rdb, names, token, s.pubArg, "", false).Err()
+		_ = runRelease(ctx, s.rdb, h, s.pubArg, "", false).Err()
 	})
 }
 
 func (s *single) release(ctx context.Context, l *Lock, link string) (releaseOutcome, error) {
-	res, err := runReleaseLinked(ctx, s.rdb, l.names, l.token, s.pubArg, "", false, link).Int64Slice()
+	res, err := runReleaseLinked(ctx, s.rdb, l.hold(), s.pubArg, "", false, link).Int64Slice()
 	if err != nil {
 		return releaseGone, err
 	}
@@ -248,7 +269,7 @@ func releaseReply(res []int64) releaseOutcome {
 }
 
 func (s *single) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
-	cmd, acked := s.ack.run(ctx, s.rdb, extendScript, l.names.keys[:1], l.token, ttl.Milliseconds())
+	cmd, acked := s.ack.run(ctx, s.rdb, l.kind.extend, l.kind.holdKeys(l.names), l.token, ttl.Milliseconds())
 	v, err := cmd.Int64()
 	if err != nil {
 		return extendGone, err
@@ -270,7 +291,7 @@ func extendReply(v int64, acked bool) extendOutcome {
 }
 
 func (s *single) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
-	ms, err := pttlScript.Run(ctx, s.rdb, l.names.keys[:1], l.token).Int64()
+	ms, err := l.kind.pttl.Run(ctx, s.rdb, l.kind.holdKeys(l.names), l.token).Int64()
 	if err != nil || ms < 0 {
 		return -1, err
 	}
@@ -292,7 +313,7 @@ func (s *single) renew(batch []*Lock) []renewResult {
 	if needsScriptLoad(res) {
 		// A restarted or failed-over server lost the script cache: load it
 		// once and repeat, rather than sending the full script per lock.
-		_ = extendScript.Load(ctx, s.rdb).Err()
+		loadExtendScripts(ctx, s.rdb, batch)
 		start = time.Now()
 		res, wait = pipelineExtend(ctx, s.rdb, batch, s.ack)
 	}
@@ -316,7 +337,7 @@ func pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Loc
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range batch {
 			res[i].l, res[i].ttl = l, l.lease()
-			cmds[i] = extendScript.EvalSha(ctx, p, l.names.keys[:1], l.token, res[i].ttl.Milliseconds())
+			cmds[i] = l.kind.extend.EvalSha(ctx, p, l.kind.holdKeys(l.names), l.token, res[i].ttl.Milliseconds())
 		}
 		if ack.replicas > 0 {
 			wait = ack.queueWait(ctx, p)
@@ -328,6 +349,17 @@ func pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Loc
 		res[i].out, res[i].err = extendReply(v, true), err
 	}
 	return res, wait
+}
+
+// loadExtendScripts loads the extend scripts of the batch's kinds.
+func loadExtendScripts(ctx context.Context, rdb redis.UniversalClient, batch []*Lock) {
+	seen := map[*kind]bool{}
+	for _, l := range batch {
+		if !seen[l.kind] {
+			seen[l.kind] = true
+			_ = l.kind.extend.Load(ctx, rdb).Err()
+		}
+	}
 }
 
 func needsScriptLoad(res []renewResult) bool {

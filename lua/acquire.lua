@@ -12,6 +12,7 @@
 -- ARGV[9] pub     "PUBLISH" or "SPUBLISH", for a handoff in fair mode
 -- ARGV[10] linettl how long the line lives without a re-ask, ms
 -- ARGV[11] claim  first lease of a handoff in fair mode, ms
+-- ARGV[12] notify "1": publish "a" on "<lock>:released" when granted
 -- returns {1, fence, holds} when the caller holds the lock ({1, fence, 1,
 -- 1} when a handoff gave it to the caller before this call), else {0, lease
 -- left in ms} (and the caller is in line in modes j and f).
@@ -42,6 +43,9 @@ if mode == 't' then
   local fence = redis.call('INCR', KEYS[2])
   local old = redis.call('SET', KEYS[1], grant(fence, since, token, '0', tail), 'NX', 'GET', 'PX', ttl)
   if not old then
+    if ARGV[12] == '1' then
+      redis.call(ARGV[9], KEYS[1] .. ':released', 'a')
+    end
     return {1, fence, 1}
   end
   return held(old) or {0, redis.call('PTTL', KEYS[1])}
@@ -82,4 +86,7 @@ elseif redis.call('EXISTS', KEYS[3]) == 1 then
 end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], grant(fence, since, token, line, tail), 'PX', ttl)
+if ARGV[12] == '1' then
+  redis.call(ARGV[9], KEYS[1] .. ':released', 'a')
+end
 return {1, fence, 1}

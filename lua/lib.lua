@@ -10,8 +10,13 @@
 -- owner    the WithOwner id ("" when not reentrant)
 -- The part from <ownerlen> on is the grant's "tail" and is stored as given.
 --
--- The line is a list of entries "<token> <client id> <ttl ms> <tail>". A
--- handoff publishes "g <fence> <token>" on the lock's channel for that
+-- The line is a list of entries
+--   "<token> <client id> <ttl ms> <mode> <deadline> <tail>"
+-- mode "x" for an exclusive hold, "s" for a shared one (read-write locks
+-- and semaphores, see shared.lua); deadline is when the waiter gives up,
+-- unix ms by its own clock, "0" for never. A handoff skips a waiter whose
+-- deadline is less than skew_ms after the releaser's clock (it would give
+-- up before the grant reached it) and one that is gone. A handoff publishes "g <fence> <token>" on the lock's channel for that
 -- client, "<lock>:to:<client id>" (followed by " <link>" when the
 -- release carried a trace link); PUBLISH (SPUBLISH on a Cluster) returns
 -- how many connections heard it, and an entry nobody hears belongs to a
@@ -56,13 +61,25 @@ end
 -- connection closing (a frozen process) blocks the lock only that long; a
 -- live one extends it to its TTL if it holds the lock that long. Returns
 -- fence, token, or nil when nobody is waiting.
+local skew_ms = 2
+
+-- parse_entry returns token, client, ttl, mode, tail of a line entry, or
+-- nil when its waiter gave up by its deadline (now: the releaser's clock).
+local function parse_entry(e, now)
+  local token, client, ttl, mode, deadline, tail = string.match(e, '^(%S+) (%S+) (%d+) (%a) (%d+) (.*)$')
+  if token and (deadline == '0' or tonumber(deadline) >= tonumber(now) + skew_ms) then
+    return token, client, ttl, mode, tail
+  end
+  return nil
+end
+
 local function handoff(pub, since, claim, link)
   while true do
     local e = redis.call('LPOP', KEYS[3])
     if not e then
       return nil
     end
-    local token, client, ttl, tail = string.match(e, '^(%S+) (%S+) (%d+) (.*)$')
+    local token, client, ttl, _, tail = parse_entry(e, since)
     if token then
       local fence = redis.call('INCR', KEYS[2])
       local msg = 'g ' .. fence .. ' ' .. token

@@ -6,7 +6,8 @@
 -- ARGV[2] pub     "PUBLISH" or "SPUBLISH"
 -- ARGV[3] since   the caller's clock, unix ms: the time of a handoff
 -- ARGV[4] entry   line entry to drop first, "" for none
--- ARGV[5] notify  "1": publish "r" on "<lock>:released" when freed
+-- ARGV[5] notify  "1": publish on "<lock>:released" when freed: "h" when
+--                 handed over, else "r"
 -- ARGV[6] claim   first lease of a handoff, ms
 -- ARGV[7] link    trace link for the grantee, or ""
 -- returns {-1} when the lock is gone, {-2} when another grant holds it,
@@ -29,10 +30,10 @@ if holds ~= ARGV[1] then
   return {count_holds(rest)}
 end
 local f = free(line, ARGV[2], ARGV[3], ARGV[6], ARGV[7])
+if ARGV[5] == '1' then
+  redis.call(ARGV[2], KEYS[1] .. ':released', f and 'h' or 'r')
+end
 if f then
   return {0, f}
-end
-if ARGV[5] == '1' then
-  redis.call(ARGV[2], KEYS[1] .. ':released', 'r')
 end
 return {0}

@@ -1,0 +1,17 @@
+-- proclaim: a leader changes the value it leads with (after lib.lua).
+-- KEYS[1] the election's grant
+-- ARGV[1] token   the leadership
+-- ARGV[2] tail    "0:<value>"
+-- ARGV[3] pub     "PUBLISH" or "SPUBLISH"
+-- returns 1 when changed, 0 when the token no longer leads.
+local v = redis.call('GET', KEYS[1])
+if not v then
+  return 0
+end
+local fence, since, holds, line = parse(v)
+if holds ~= ARGV[1] then
+  return 0
+end
+redis.call('SET', KEYS[1], grant(fence, since, holds, line, ARGV[2]), 'KEEPTTL')
+redis.call(ARGV[3], KEYS[1] .. ':released', 'p')
+return 1

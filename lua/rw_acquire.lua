@@ -1,0 +1,37 @@
+-- rw_acquire: one attempt at a read-write lock (after lib.lua, shared.lua).
+-- KEYS as in shared.lua; ARGV[1..11] as in acquire.lua (modes "t" and "j":
+-- a read-write lock is always fair), and
+-- ARGV[12] want    "r" read (shared) or "w" write (exclusive)
+-- A caller takes the lock only if nobody waits ahead of it: a reader that
+-- comes while a writer waits queues behind it, so writers do not starve.
+-- returns {1, fence, 1} when granted ({1, fence, 1, 1} when a handoff gave
+-- it to the caller), else {0, how long until a hold ends (ms), or -1} (and
+-- the caller is in line in mode "j").
+local token, ttl, tail, since, mode, entry, again, want =
+  ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[12]
+local now = now_ms()
+local held = prune(now)
+serve_ahead(entry, since, ARGV[9], ARGV[11], 1e9, held)
+local f = own(token)
+if f then
+  return {1, f, 1, 1}
+end
+held = redis.call('ZCARD', KEYS[4])
+local head = redis.call('LINDEX', KEYS[3], 0)
+if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not head or head == entry) then
+  if head then
+    redis.call('LPOP', KEYS[3])
+  end
+  local fence = redis.call('INCR', KEYS[2])
+  local value = grant(fence, since, token, '1', tail)
+  if want == 'w' then
+    redis.call('SET', KEYS[1], value, 'PX', ttl)
+  else
+    hold_shared(token, ttl, value, now)
+  end
+  return {1, fence, 1}
+end
+if mode ~= 't' then
+  line_up(entry, again, ARGV[10])
+end
+return {0, blocker_ttl(now)}

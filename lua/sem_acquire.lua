@@ -1,0 +1,37 @@
+-- sem_acquire: one attempt at a semaphore permit (after lib.lua,
+-- shared.lua). KEYS as in shared.lua; ARGV[1..11] as in acquire.lua
+-- (modes "t" and "j": permits go in arrival order), and
+-- ARGV[12] limit   the semaphore's number of permits
+-- returns {1, fence, 1} when granted ({1, fence, 1, 1} when a handoff gave
+-- it to the caller), {0, ms until a permit's lease ends, or -1} otherwise
+-- (and the caller is in line in mode "j"), or an error reply "LIMIT <n>"
+-- when the semaphore is in use with another limit.
+local token, ttl, tail, since, mode, entry, again, limit =
+  ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[12]
+local have = redis.call('HGET', KEYS[5], '!n')
+if have and have ~= limit then
+  return redis.error_reply('LIMIT ' .. have)
+end
+local n = tonumber(limit)
+local now = now_ms()
+local held = prune(now)
+serve_ahead(entry, since, ARGV[9], ARGV[11], n - held, held)
+local f = shared_fence(token)
+if f then
+  return {1, f, 1, 1}
+end
+held = redis.call('ZCARD', KEYS[4])
+local head = redis.call('LINDEX', KEYS[3], 0)
+if held < n and (not head or head == entry) then
+  if head then
+    redis.call('LPOP', KEYS[3])
+  end
+  local fence = redis.call('INCR', KEYS[2])
+  hold_shared(token, ttl, grant(fence, since, token, '1', tail), now)
+  redis.call('HSET', KEYS[5], '!n', limit)
+  return {1, fence, 1}
+end
+if mode ~= 't' then
+  line_up(entry, again, ARGV[10])
+end
+return {0, blocker_ttl(now)}

@@ -1,0 +1,133 @@
+-- shared: the prelude (after lib.lua) of the scripts of read-write locks and
+-- semaphores, whose holds may be shared: readers, permits.
+-- KEYS[1] exclusive grant (a writer; never set for a semaphore)
+-- KEYS[2] fence counter
+-- KEYS[3] line (entries with mode "x" for writers, "s" for shared holds)
+-- KEYS[4] shared holds: zset token -> lease end, server ms
+-- KEYS[5] their grants: hash token -> grant as in lib.lua; on a semaphore
+--         field "!n" is its limit
+-- A shared hold has its own lease, the score in KEYS[4]: a holder that dies
+-- frees its share when that runs out. Expired holds are dropped by every
+-- script before it counts.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
+-- prune drops the shared holds whose lease ran out; returns how many are
+-- left.
+local function prune(now)
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+    redis.call('HDEL', KEYS[5], unpack(gone))
+  end
+  return redis.call('ZCARD', KEYS[4])
+end
+
+-- keep makes key live for at least ms more.
+local function keep(key, ms)
+  if redis.call('PTTL', key) < tonumber(ms) then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
+local function hold_shared(token, lease, value, now)
+  redis.call('ZADD', KEYS[4], now + lease, token)
+  redis.call('HSET', KEYS[5], token, value)
+  keep(KEYS[4], lease)
+  keep(KEYS[5], lease)
+end
+
+-- shared_fence returns the fence of token's shared hold, or nil.
+local function shared_fence(token)
+  local v = redis.call('HGET', KEYS[5], token)
+  return v and tonumber(string.match(v, '^(%d+)'))
+end
+
+-- handoff_shared grants, in line order, what is free: shared holds while
+-- room lasts, and an exclusive hold only when nothing at all is held (held
+-- == 0, and nothing granted in this call). It stops at the first waiter it
+-- cannot serve, so nobody is overtaken. Returns the number of grants.
+local function handoff_shared(pub, since, claim, link, room, held)
+  local now, granted = nil, 0
+  while true do
+    local e = redis.call('LINDEX', KEYS[3], 0)
+    if not e then
+      break
+    end
+    local token, client, ttl, mode, tail = parse_entry(e, since)
+    if mode == 'x' then
+      if held > 0 or granted > 0 then
+        break
+      end
+    elseif room <= 0 then
+      break
+    end
+    redis.call('LPOP', KEYS[3])
+    if token then
+      local fence = redis.call('INCR', KEYS[2])
+      local msg = 'g ' .. fence .. ' ' .. token
+      if link and link ~= '' then
+        msg = msg .. ' ' .. link
+      end
+      if redis.call(pub, KEYS[1] .. ':to:' .. client, msg) > 0 then
+        local lease = math.min(tonumber(ttl), tonumber(claim))
+        local value = grant(fence, since, token, '1', tail)
+        if mode == 'x' then
+          redis.call('SET', KEYS[1], value, 'PX', lease)
+          return granted + 1
+        end
+        now = now or now_ms()
+        hold_shared(token, lease, value, now)
+        granted, room, held = granted + 1, room - 1, held + 1
+      end
+    end
+  end
+  return granted
+end
+
+-- blocker_ttl is how long the caller may have to wait at most before
+-- something changes: the exclusive holder's lease, or the first shared
+-- lease to end; -1 when unknown.
+local function blocker_ttl(now)
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl >= 0 then
+    return pttl
+  end
+  local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+  if first[2] then
+    return math.max(tonumber(first[2]) - now, 0)
+  end
+  return -1
+end
+
+-- own returns the fence of the hold token has, exclusive or shared, or nil.
+local function own(token)
+  local ex = redis.call('GET', KEYS[1])
+  if ex then
+    local fence, _, holds = parse(ex)
+    return holds == token and tonumber(fence) or nil
+  end
+  return shared_fence(token)
+end
+
+-- serve_ahead hands what is free to the waiters ahead of entry (their last
+-- holder may have died, so no release will), skipping waiters that are
+-- gone. room is what a semaphore has free (huge for a read-write lock).
+local function serve_ahead(entry, since, pub, claim, room, held)
+  local head = redis.call('LINDEX', KEYS[3], 0)
+  if head and head ~= entry and redis.call('EXISTS', KEYS[1]) == 0 then
+    handoff_shared(pub, since, claim, '', room, held)
+  end
+end
+
+-- line_up puts entry at the end of the line, unless a re-ask finds it
+-- there already.
+local function line_up(entry, again, linettl)
+  if again ~= '1' or not redis.call('LPOS', KEYS[3], entry) then
+    redis.call('RPUSH', KEYS[3], entry)
+  end
+  redis.call('PEXPIRE', KEYS[3], linettl)
+end

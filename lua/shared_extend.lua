@@ -1,0 +1,22 @@
+-- shared_extend: reset the lease of a hold of a read-write lock or a
+-- semaphore (after lib.lua, shared.lua). KEYS as in shared.lua.
+-- ARGV[1] token
+-- ARGV[2] ttl     new lease in ms
+-- returns 1 when extended, 0 when the hold is gone.
+local ex = redis.call('GET', KEYS[1])
+if ex then
+  local _, _, holds = parse(ex)
+  if holds == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return 1
+  end
+end
+local now = now_ms()
+local lease_end = redis.call('ZSCORE', KEYS[4], ARGV[1])
+if not lease_end or tonumber(lease_end) <= now then
+  return 0
+end
+redis.call('ZADD', KEYS[4], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+keep(KEYS[4], ARGV[2])
+keep(KEYS[5], ARGV[2])
+return 1
