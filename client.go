@@ -178,9 +178,15 @@ func (c *Client) request(k *kind, key string, opts []Option, wait bool) (*reques
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
+	if err := c.b.serves(k); err != nil {
+		return nil, err
+	}
 	cfg, err := buildLockConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if k.shared && cfg.owner != "" {
+		return nil, fmt.Errorf("%w: WithOwner (reentrancy) is for locks, not a %s", ErrInvalidOption, k.primitive)
 	}
 	token := newToken()
 	r := &request{kind: k, key: key, names: c.names(k, key), cfg: cfg, token: token, wait: wait, tail: defaultTail, acquireArg: k.acquireArg}

@@ -34,6 +34,14 @@ func runHelper(mode string) int {
 		err = helperPausedWriter(c, rdb)
 	case "reentrant":
 		err = helperReentrant(c)
+	case "rw":
+		err = helperRW(c)
+	case "sem":
+		err = helperSem(c)
+	case "multi":
+		err = helperMulti(c)
+	case "elect":
+		err = helperElect(c, rdb)
 	default:
 		err = fmt.Errorf("unknown helper mode %q", mode)
 	}

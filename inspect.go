@@ -13,10 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// LockInfo is a snapshot of one lock as Redis holds it, for status tools.
+// LockInfo is a snapshot of one hold as Redis holds it, for status tools.
 type LockInfo struct {
-	// Key is the lock's name as given to Lock or TryLock.
+	// Key is the name of the lock (or election, read-write lock, semaphore).
 	Key string
+	// Kind is what is held: "lock", "leader" (an election), "write" or
+	// "read" (a read-write lock), "permit" (a semaphore).
+	Kind string
+	// Limit is a semaphore's number of permits; 0 for other kinds.
+	Limit int
 	// Owner is the WithOwner id of a reentrant lock, else the token of its
 	// one hold. Empty when the lock is free.
 	Owner string
@@ -56,7 +61,11 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err := validateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	names := c.names(mutexKind, key)
+	return c.inspect(ctx, key, c.names(mutexKind, key), mutexKind)
+}
+
+// inspect reads the exclusive grant of names (a lock, a leadership).
+func (c *Client) inspect(ctx context.Context, key string, names keyNames, k *kind) (LockInfo, error) {
 	res, err := inspectScript.Run(ctx, c.b.admin(), []string{names.lock, names.line}, c.b.publish()).Slice()
 	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
@@ -65,6 +74,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		return LockInfo{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
 	}
 	info, err := parseGrant(key, res[0], res[1])
+	info.Kind = k.name
 	if err == nil {
 		info.Queued, err = replyInt(res[2])
 	}
@@ -77,10 +87,11 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	return info, nil
 }
 
-// List returns the locks held now whose names match pattern, a Redis glob
-// ("*", "job:*", "backup-?"), sorted by name. It scans the keyspace (on
-// every master of a Cluster; the first node of a quorum Client), so it is
-// meant for operators, not hot paths. Errors as for Inspect.
+// List returns the holds of every kind (locks, leaders, read and write
+// holds, permits) whose names match pattern, a Redis glob ("*", "job:*",
+// "backup-?"), sorted by name. It scans the keyspace (on every master of a
+// Cluster; the first node of a quorum Client), so it is meant for
+// operators, not hot paths. Errors as for Inspect.
 func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -88,17 +99,17 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
-	match := globEscape(c.prefix) + "{" + pattern + "}"
+	match := globEscape(c.prefix) + "*{" + pattern + "}*"
 	var (
-		mu   sync.Mutex
-		keys []string
+		mu    sync.Mutex
+		found = map[listed]bool{}
 	)
 	scan := func(ctx context.Context, node redis.Cmdable) error {
-		found, err := c.scanLocks(ctx, node, match)
-		mu.Lock()
-		keys = append(keys, found...)
-		mu.Unlock()
-		return err
+		return c.scanHolds(ctx, node, match, func(x listed) {
+			mu.Lock()
+			found[x] = true
+			mu.Unlock()
+		})
 	}
 	var err error
 	if cc, ok := c.b.admin().(*redis.ClusterClient); ok {
@@ -111,58 +122,121 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("distlock: list %q: %w", pattern, err)
 	}
-	sort.Strings(keys)
-	infos := make([]LockInfo, 0, len(keys))
-	for i, key := range keys {
-		if i > 0 && key == keys[i-1] {
-			continue // SCAN may return a key twice
+	all := make([]listed, 0, len(found))
+	for x := range found {
+		all = append(all, x)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].name != all[j].name {
+			return all[i].name < all[j].name
 		}
-		info, err := c.Inspect(ctx, key)
-		if errors.Is(err, errBadGrant) {
+		return all[i].family < all[j].family
+	})
+	var infos []LockInfo
+	for _, x := range all {
+		holds, err := c.holds(ctx, x)
+		if errors.Is(err, errBadGrant) || isWrongType(err) {
 			continue // a key in distlock's name space that is not a lock
 		}
 		if err != nil {
 			return nil, err
 		}
-		if info.Held() { // released since the scan
-			infos = append(infos, info)
-		}
+		infos = append(infos, holds...)
 	}
 	return infos, nil
 }
 
-// scanLocks returns the names of the locks found on one node.
-func (c *Client) scanLocks(ctx context.Context, node redis.Cmdable, match string) ([]string, error) {
-	var (
-		names  []string
-		cursor uint64
-	)
+// listed is a primitive found by List: its key family ("" lock, "elect",
+// "rw", "sem") and name.
+type listed struct{ family, name string }
+
+// families maps a key family to the kind whose keys it names.
+var families = map[string]*kind{"": mutexKind, "elect": leaderKind, "rw": writeKind, "sem": permitKind}
+
+// scanHolds reports the primitives that have a hold on one node: a grant
+// key ("<prefix><family>{name}") or shared holds ("...{name}:h").
+func (c *Client) scanHolds(ctx context.Context, node redis.Cmdable, match string, found func(listed)) error {
+	var cursor uint64
 	for {
-		keys, next, err := node.ScanType(ctx, cursor, match, 1000, "string").Result()
+		keys, next, err := node.Scan(ctx, cursor, match, 1000).Result()
 		if err != nil {
-			return names, err
+			return err
 		}
 		for _, k := range keys {
-			if name, ok := c.lockName(k); ok {
-				names = append(names, name)
+			if x, ok := c.parseKey(k); ok {
+				found(x)
 			}
 		}
 		if cursor = next; cursor == 0 {
-			return names, nil
+			return nil
 		}
 	}
 }
 
-// lockName returns the lock name of a lock's Redis key. Lists (lines) are
-// not scanned, and the fence counters do not match the pattern; a name that
-// could be mistaken for another lock's key is left out.
-func (c *Client) lockName(redisKey string) (string, bool) {
-	rest, ok := strings.CutPrefix(redisKey, c.prefix+"{")
-	if !ok || !strings.HasSuffix(rest, "}") {
-		return "", false
+// parseKey reads a key that shows a hold: a grant key or a set of shared
+// holds. Lines, grants' details and fence counters are skipped, as is a
+// name that could be mistaken for another key.
+func (c *Client) parseKey(redisKey string) (listed, bool) {
+	rest, ok := strings.CutPrefix(redisKey, c.prefix)
+	if !ok {
+		return listed{}, false
 	}
-	name := rest[:len(rest)-1]
-	return name, validateKey(name) == nil
+	family, rest, ok := strings.Cut(rest, "{")
+	k, known := families[family]
+	if !ok || !known {
+		return listed{}, false
+	}
+	end := strings.LastIndexByte(rest, '}')
+	if end < 0 {
+		return listed{}, false
+	}
+	name, suffix := rest[:end], rest[end+1:]
+	if suffix != "" && !(suffix == ":h" && k.shared) {
+		return listed{}, false
+	}
+	return listed{family, name}, validateKey(name) == nil
+}
+
+// holds reads the holds of one primitive.
+func (c *Client) holds(ctx context.Context, x listed) ([]LockInfo, error) {
+	k := families[x.family]
+	if !k.shared {
+		info, err := c.inspect(ctx, x.name, c.names(k, x.name), k)
+		if err != nil || !info.Held() {
+			return nil, err
+		}
+		return []LockInfo{info}, nil
+	}
+	res, err := inspectSharedScript.Run(ctx, c.b.admin(), c.names(k, x.name).keys).Slice()
+	if err == nil && len(res) < 4 {
+		err = fmt.Errorf("unexpected reply %v", res)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("distlock: inspect %q: %w", x.name, err)
+	}
+	queued, _ := replyInt(res[2])
+	limit, _ := replyInt(res[3])
+	var infos []LockInfo
+	if res[0] != nil {
+		info, err := parseGrant(x.name, res[0], res[1])
+		if err != nil {
+			return nil, err
+		}
+		info.Kind, info.Queued = writeKind.name, queued
+		infos = append(infos, info)
+	}
+	for i := 4; i+2 < len(res); i += 3 {
+		info, err := parseGrant(x.name, res[i+1], res[i+2])
+		if err != nil {
+			return nil, err
+		}
+		info.Kind, info.Queued = readKind.name, queued
+		if k == permitKind {
+			info.Kind, info.Limit = permitKind.name, int(limit)
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
 }
 
 // ForceRelease frees key's lock whoever holds it, as a release would (the
@@ -230,6 +304,12 @@ func parseGrant(key string, value, pttl any) (LockInfo, error) {
 		info.TTL = time.Duration(ms) * time.Millisecond
 	}
 	return info, nil
+}
+
+// isWrongType reports Redis' WRONGTYPE error: a key in distlock's name
+// space that another application wrote.
+func isWrongType(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "WRONGTYPE")
 }
 
 // grantValue is a lock's value in Redis, decoded.

@@ -11,8 +11,14 @@ import (
 // hold of any kind, so leases, renewal, loss signals, waiting and handoff
 // are the same for all of them.
 type kind struct {
-	name   string // what a hold of this kind is: "lock", "leader", "read", "write", "permit"
-	prefix string // starts the key's name, before the hash tag: "", "elect", "rw", "sem"
+	name      string // what a hold of this kind is: "lock", "leader", "read", "write", "permit"
+	primitive string // what it is a hold of, for errors: "lock", "election", "read-write lock", "semaphore"
+	prefix    string // starts the key's name, before the hash tag: "", "elect", "rw", "sem"
+	// announce: releases publish on "<lock>:released" ("h" handed over,
+	// "r" freed) and grants "a", so that observers of an election hear of
+	// every change
+	announce bool
+	busy     string // says why TryLock failed: "is held by another owner"
 	// shared kinds keep their holds in a zset next to an exclusive grant
 	// (lua/shared.lua): five keys, and extend and pttl need them all.
 	shared  bool
@@ -42,6 +48,8 @@ var (
 	sharedPttlSource string
 	//go:embed lua/proclaim.lua
 	proclaimSource string
+	//go:embed lua/inspect_shared.lua
+	inspectSharedSource string
 
 	rwAcquireScript     = redis.NewScript(libSource + sharedSource + rwAcquireSource)
 	semAcquireScript    = redis.NewScript(libSource + sharedSource + semAcquireSource)
@@ -49,23 +57,21 @@ var (
 	sharedExtendScript  = redis.NewScript(libSource + sharedSource + sharedExtendSource)
 	sharedPttlScript    = redis.NewScript(libSource + sharedSource + sharedPttlSource)
 	proclaimScript      = redis.NewScript(libSource + proclaimSource)
+	inspectSharedScript = redis.NewScript(libSource + sharedSource + inspectSharedSource)
 )
 
 var (
-	mutexKind  = &kind{name: "lock", mode: "x", acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript}
-	leaderKind = &kind{name: "leader", prefix: "elect", mode: "x", acquire: acquireScript, release: releaseScript,
-		extend: extendScript, pttl: pttlScript, acquireArg: argTrue}
-	readKind   = sharedKind("read", "rw", "s", "r")
-	writeKind  = sharedKind("write", "rw", "x", "w")
-	permitKind = sharedKind("permit", "sem", "s", nil)
+	mutexKind = &kind{name: "lock", primitive: "lock", mode: "x", busy: "is held by another owner",
+		acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript}
+	leaderKind = &kind{name: "leader", primitive: "election", prefix: "elect", mode: "x", announce: true, busy: "has a leader",
+		acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript, acquireArg: argTrue}
+	readKind   = sharedKind("read", "read-write lock", "rw", "s", rwAcquireScript, "r", "is write-locked or a writer waits")
+	writeKind  = sharedKind("write", "read-write lock", "rw", "x", rwAcquireScript, "w", "is held or others wait")
+	permitKind = sharedKind("permit", "semaphore", "sem", "s", semAcquireScript, nil, "has no free permit")
 )
 
-func sharedKind(name, prefix, mode string, arg any) *kind {
-	acquire := rwAcquireScript
-	if prefix == "sem" {
-		acquire = semAcquireScript
-	}
-	return &kind{name: name, prefix: prefix, shared: true, mode: mode, acquire: acquire,
+func sharedKind(name, primitive, prefix, mode string, acquire *redis.Script, arg any, busy string) *kind {
+	return &kind{name: name, primitive: primitive, prefix: prefix, shared: true, mode: mode, acquire: acquire, busy: busy,
 		release: sharedReleaseScript, extend: sharedExtendScript, pttl: sharedPttlScript, acquireArg: arg}
 }
 

@@ -109,7 +109,16 @@ func (q *quorum) subscriptions() []redis.UniversalClient { return q.nodes }
 func (q *quorum) admin() redis.UniversalClient           { return q.nodes[0] }
 func (q *quorum) publish() string                        { return "PUBLISH" }
 func (q *quorum) passOn(hold)                            {} // no Redis line, no handoffs
-func (q *quorum) majority() int                          { return len(q.nodes)/2 + 1 }
+// serves refuses every kind but the mutex: the scripts of the others keep
+// state that a majority of independent nodes cannot agree on.
+func (q *quorum) serves(k *kind) error {
+	if k != mutexKind {
+		return fmt.Errorf("%w: a %s needs a single-node Client, not a quorum", ErrInvalidOption, k.primitive)
+	}
+	return nil
+}
+
+func (q *quorum) majority() int { return len(q.nodes)/2 + 1 }
 
 // decisionWait bounds how long a quorum operation waits for a node: small
 // against the TTL, so that a dead node does not eat the lease, yet enough

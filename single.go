@@ -37,6 +37,7 @@ type single struct {
 }
 
 func (s *single) subscriptions() []redis.UniversalClient { return []redis.UniversalClient{s.rdb} }
+func (s *single) serves(*kind) error                     { return nil }
 func (s *single) admin() redis.UniversalClient           { return s.rdb }
 func (s *single) publish() string                        { return s.pub }
 
@@ -121,7 +122,7 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 			won = true
 			return newLock(s.c, r, rep.fence, sent, r.cfg.ttl), nil
 		case !r.wait:
-			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotObtained, r.key)
+			return nil, fmt.Errorf("%w: %q %s", ErrNotObtained, r.key, r.kind.busy)
 		case mode == modeTry:
 			mode = modeJoin // held: line up and wait
 			inbox = r.names.inbox(s.c.id)
@@ -187,6 +188,9 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 	}
 	cmd, acked := s.ack.run(ctx, s.rdb, r.kind.acquire, r.names.keys, args...)
 	res, err := cmd.Int64Slice()
+	if limit, ok := limitError(err); ok {
+		return reply{}, fmt.Errorf("%w: semaphore %q is in use with %s permits, not %v", ErrInvalidOption, r.key, limit, r.acquireArg)
+	}
 	if err != nil {
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, err)
 	}
@@ -199,10 +203,19 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 	if !acked {
 		// The grant may not survive a failover: undo it rather than hand out
 		// a lock that a promoted replica would give to someone else too.
-		_ = runRelease(ctx, s.rdb, r.hold(), s.pubArg, r.entry, false).Err()
+		_ = runRelease(ctx, s.rdb, r.hold(), s.pubArg, r.entry, r.kind.announce).Err()
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
 	}
 	return reply{granted: true, handed: len(res) > 3, fence: res[1]}, nil
+}
+
+// limitError reads sem_acquire.lua's "LIMIT <n>" error reply.
+func limitError(err error) (string, bool) {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return "", false
+	}
+	return strings.CutPrefix(rerr.Error(), "LIMIT ")
 }
 
 // handedOver builds the Lock of a grant that a release handed to r. Its
@@ -234,19 +247,19 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64) *Lock 
 // line entry, and a grant made to it. It runs in the background.
 func (s *single) abandon(r *request) {
 	s.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, s.rdb, r.hold(), s.pubArg, r.entry, false).Err()
+		_ = runRelease(ctx, s.rdb, r.hold(), s.pubArg, r.entry, r.kind.announce).Err()
 	})
 }
 
 // passOn frees a grant handed to a waiter that is gone.
 func (s *single) passOn(h hold) {
 	s.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, s.rdb, h, s.pubArg, "", false).Err()
+		_ = runRelease(ctx, s.rdb, h, s.pubArg, "", h.kind.announce).Err()
 	})
 }
 
 func (s *single) release(ctx context.Context, l *Lock, link string) (releaseOutcome, error) {
-	res, err := runReleaseLinked(ctx, s.rdb, l.hold(), s.pubArg, "", false, link).Int64Slice()
+	res, err := runReleaseLinked(ctx, s.rdb, l.hold(), s.pubArg, "", l.kind.announce, link).Int64Slice()
 	if err != nil {
 		return releaseGone, err
 	}

@@ -1,0 +1,182 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Election elects one leader among candidates, like etcd's concurrency
+// Election: Campaign blocks until the caller leads (or ctx ends), Leader
+// says who leads now, and Observe streams every change. A leadership is a
+// lease that the Client renews; losing it cancels the leader's context
+// (Leadership.Context) before the lease runs out in Redis, so before any
+// other candidate can win. Each leadership has a term, its fence, greater
+// than every earlier term.
+type Election struct {
+	c     *Client
+	name  string
+	names keyNames
+}
+
+// Leader is an election's leader as Redis holds it; Fence 0 means none.
+type Leader struct {
+	Value string        // what the leader campaigned or proclaimed with
+	Fence int64         // the term: greater for every new leadership
+	Since time.Time     // when this leadership began (the granting client's clock)
+	TTL   time.Duration // lease left
+}
+
+// Elected reports whether there is a leader.
+func (l Leader) Elected() bool { return l.Fence != 0 }
+
+// ErrNoLeader is returned by Election.Leader when nobody leads.
+var ErrNoLeader = errors.New("distlock: no leader")
+
+// Leadership is a won election: a *Lock whose Lost and Context say when the
+// leadership ends. Fence is its term.
+type Leadership struct {
+	*Lock
+	e *Election
+}
+
+// NewElection returns the election name. It returns ErrInvalidKey for a
+// bad name, ErrInvalidOption on a quorum Client, and ErrClosed or
+// ErrNilClient.
+func (c *Client) NewElection(name string) (*Election, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if err := validateKey(name); err != nil {
+		return nil, err
+	}
+	if err := c.b.serves(leaderKind); err != nil {
+		return nil, err
+	}
+	return &Election{c: c, name: name, names: c.names(leaderKind, name)}, nil
+}
+
+// Campaign waits until the caller leads with value (at most 4096 bytes), or
+// ctx ends. Candidates are served in arrival order when the leader resigns.
+// Options are those of Client.Lock (WithTTL, WithoutRenewal, WithFair);
+// WithMetadata is replaced by value. Errors are as for Client.Lock.
+func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (*Leadership, error) {
+	r, err := e.c.request(leaderKind, e.name, append(opts, WithMetadata(value)), true)
+	if err != nil {
+		return nil, err
+	}
+	l, err := e.c.acquire(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &Leadership{Lock: l, e: e}, nil
+}
+
+// Proclaim changes the value the leader leads with; observers see it. It
+// returns ErrNotHeld when the caller no longer leads.
+func (l *Leadership) Proclaim(ctx context.Context, value string) error {
+	if l == nil || l.Lock == nil {
+		return ErrNotHeld
+	}
+	if len(value) > maxMetadataLen {
+		return fmt.Errorf("%w: value longer than %d bytes", ErrInvalidOption, maxMetadataLen)
+	}
+	c := l.client
+	ok, err := detached(c, ctx, func(ctx context.Context) (int64, error) {
+		return proclaimScript.Run(ctx, c.b.admin(), l.names.keys[:1], l.token, "0:"+value, c.b.publish()).Int64()
+	}, nil)
+	switch {
+	case err != nil:
+		return fmt.Errorf("distlock: proclaim %q: %w", l.key, err)
+	case ok != 1:
+		return ErrNotHeld
+	}
+	return nil
+}
+
+// Resign gives up the leadership (a Release): the next candidate in line,
+// if any, leads at once.
+func (l *Leadership) Resign(ctx context.Context) error {
+	if l == nil || l.Lock == nil {
+		return ErrNotHeld
+	}
+	return l.Release(ctx)
+}
+
+// Leader returns who leads now, or ErrNoLeader. Errors otherwise wrap the
+// Redis error.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	info, err := e.c.inspect(ctx, e.name, e.names, leaderKind)
+	if err != nil {
+		return Leader{}, err
+	}
+	if !info.Held() {
+		return Leader{}, ErrNoLeader
+	}
+	return Leader{Value: info.Meta, Fence: info.Fence, Since: info.Since, TTL: info.TTL}, nil
+}
+
+// Observe returns a channel that receives the leader now, then every
+// change of leader or of its value, in order, until ctx ends (the channel
+// is then closed). A Leader with Fence 0 says that nobody leads. Changes
+// are announced by the scripts that make them, over the Client's pub/sub
+// subscription; a leader whose lease ran out is noticed when the lease
+// ends. Changes closer together than a round trip to Redis may arrive as
+// the last of them. Errors reading Redis are retried.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader)
+	n := e.c.notify()
+	if n == nil {
+		close(out)
+		return out
+	}
+	w := n.join(e.names.channel(), hold{token: "observe:" + newToken()})
+	e.c.bg.add()
+	go func() {
+		defer e.c.bg.done()
+		defer close(out)
+		defer n.leave(w)
+		e.observe(ctx, n, w, out)
+	}()
+	return out
+}
+
+func (e *Election) observe(ctx context.Context, n *notifier, w *waiter, out chan<- Leader) {
+	if !n.isLive(w) {
+		if _, err := e.c.park(ctx, w, liveWait); err != nil {
+			return
+		}
+	}
+	var last Leader
+	sent, backoff := false, 10*time.Millisecond
+	for {
+		now, err := e.Leader(ctx)
+		wait := time.Duration(-1) // no timer: changes are announced
+		switch {
+		case err == nil || errors.Is(err, ErrNoLeader):
+			backoff = 10 * time.Millisecond
+			if now.Elected() {
+				wait = now.TTL + time.Millisecond // a lease that runs out is not announced
+			}
+			if !sent || now.Fence != last.Fence || now.Value != last.Value {
+				select {
+				case out <- now:
+				case <-ctx.Done():
+					return
+				}
+				last, sent = now, true
+			}
+		case ctx.Err() != nil:
+			return
+		default:
+			wait, backoff = backoff, min(2*backoff, time.Second)
+		}
+		if _, err := e.c.park(ctx, w, wait); err != nil {
+			return
+		}
+	}
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.name }

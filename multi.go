@@ -1,0 +1,161 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// MultiLock holds several locks at once: all of them or none.
+//
+// LockAll takes the locks one at a time in the order of their names, so
+// two callers that ask for overlapping sets in any order never deadlock:
+// both wait for the first name they share. A name can be on any node of a
+// Cluster, or on a quorum: each lock is an ordinary one. (One script over
+// all the keys would need them in one Cluster slot; ordered acquisition
+// does not.) If one lock cannot be had, those already taken are released.
+type MultiLock struct {
+	locks []*Lock
+
+	mu   sync.Mutex
+	err  error
+	lost chan struct{}
+}
+
+// LockAll takes the locks keys, waiting for each until ctx ends. Options
+// apply to each lock. On failure no lock is held; the error is that of the
+// lock that failed (as for Client.Lock), and ErrInvalidKey for an empty
+// set or a name given twice.
+func (c *Client) LockAll(ctx context.Context, keys []string, opts ...Option) (*MultiLock, error) {
+	return c.lockAll(ctx, keys, opts, c.Lock)
+}
+
+// TryLockAll takes the locks keys if every one is free now; otherwise it
+// releases what it took and returns ErrNotObtained.
+func (c *Client) TryLockAll(ctx context.Context, keys []string, opts ...Option) (*MultiLock, error) {
+	return c.lockAll(ctx, keys, opts, c.TryLock)
+}
+
+type lockFunc func(context.Context, string, ...Option) (*Lock, error)
+
+func (c *Client) lockAll(ctx context.Context, keys []string, opts []Option, take lockFunc) (*MultiLock, error) {
+	sorted := slices.Clone(keys)
+	slices.Sort(sorted)
+	if len(sorted) == 0 {
+		return nil, fmt.Errorf("%w: no keys", ErrInvalidKey)
+	}
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return nil, fmt.Errorf("%w: %q given twice", ErrInvalidKey, sorted[i])
+		}
+	}
+	m := &MultiLock{lost: make(chan struct{})}
+	for _, key := range sorted {
+		l, err := take(ctx, key, opts...)
+		if err != nil {
+			m.giveBack(ctx)
+			return nil, err
+		}
+		m.locks = append(m.locks, l)
+	}
+	m.watch()
+	return m, nil
+}
+
+// watch closes m.lost when any lock is lost. It starts no goroutine:
+// context.AfterFunc runs the callback when a lock's context ends.
+func (m *MultiLock) watch() {
+	for _, l := range m.locks {
+		ctx, _ := l.Context(context.Background()) // ends with l
+		context.AfterFunc(ctx, func() {
+			if cause := context.Cause(ctx); errors.Is(cause, ErrLost) {
+				m.lose(fmt.Errorf("%q: %w", l.key, cause))
+			}
+		})
+	}
+}
+
+func (m *MultiLock) lose(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err == nil {
+		m.err = err
+		close(m.lost)
+	}
+}
+
+// giveBack releases the locks taken so far, under a context that ignores
+// ctx's cancellation (see Lock.Release).
+func (m *MultiLock) giveBack(ctx context.Context) {
+	for _, l := range m.locks {
+		_ = l.Release(context.WithoutCancel(ctx))
+	}
+}
+
+// Release releases every lock. It returns nil if all were released, else
+// the errors of those that were not (joined; ErrNotHeld for a lock already
+// lost).
+func (m *MultiLock) Release(ctx context.Context) error {
+	if m == nil {
+		return ErrNotHeld
+	}
+	var errs []error
+	for _, l := range m.locks {
+		if err := l.Release(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", l.key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Lost returns a channel that is closed when any of the locks is lost.
+func (m *MultiLock) Lost() <-chan struct{} {
+	if m == nil {
+		return closedChan
+	}
+	return m.lost
+}
+
+// Err returns nil while every lock is held, and after a loss the first
+// loss's cause (matching ErrLost, naming the lock).
+func (m *MultiLock) Err() error {
+	if m == nil {
+		return ErrNotHeld
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// Context returns a context derived from parent that is cancelled when any
+// lock is lost or released; context.Cause tells why.
+func (m *MultiLock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	if m == nil {
+		cancel(ErrNotHeld)
+		return ctx, func() {}
+	}
+	var stops []func()
+	for _, l := range m.locks {
+		lctx, stop := l.Context(ctx)
+		stops = append(stops, stop)
+		context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
+	}
+	return ctx, func() {
+		cancel(context.Canceled)
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// Locks returns the locks, in the order of their names (the order they
+// were taken in).
+func (m *MultiLock) Locks() []*Lock {
+	if m == nil {
+		return nil
+	}
+	return slices.Clone(m.locks)
+}

@@ -1,0 +1,227 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// exercise runs every primitive through a grant, a wait with handoff and a
+// release on c, and checks that nothing is left in Redis afterwards
+// (keys counts what is there).
+func exercise(t *testing.T, c, other *distlock.Client, rdb redis.UniversalClient, keys func() int) {
+	t.Helper()
+	ctx := ctxT(t, 20*time.Second)
+	before := keys()
+
+	rw, err := c.NewRWMutex("doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orw, _ := other.NewRWMutex("doc")
+	r, err := rw.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := make(chan error, 1)
+	go func() {
+		l, err := orw.Lock(ctx)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		w <- err
+	}()
+	waitFor(t, 2*time.Second, "the writer to line up", func() bool { return rdb.LLen(ctx, "distlock:rw{doc}:line").Val() == 1 })
+	if err := r.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-w; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+
+	sem, _ := c.NewSemaphore("pool", 1)
+	osem, _ := other.NewSemaphore("pool", 1)
+	p, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := osem.Acquire(ctx)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, 2*time.Second, "the waiter to line up", func() bool { return rdb.LLen(ctx, "distlock:sem{pool}:line").Val() == 1 })
+	p.Release(ctx)
+	if err := <-got; err != nil {
+		t.Fatalf("permit waiter: %v", err)
+	}
+
+	e, _ := c.NewElection("leader")
+	lead, err := e.Campaign(ctx, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := e.Leader(ctx); err != nil || l.Value != "me" {
+		t.Fatalf("Leader: %+v %v", l, err)
+	}
+	lead.Resign(ctx)
+
+	m, err := c.LockAll(ctx, []string{"alpha", "beta", "gamma", "delta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Release(ctx)
+
+	waitFor(t, 2*time.Second, "nothing left but fence counters", func() bool { return keys() <= before+4 })
+}
+
+func TestPrimitivesOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c, other := clusterLocks(t, cl), clusterLocks(t, cl)
+	keys := func() int {
+		n := 0
+		for _, m := range cl.Masters(t) {
+			for _, k := range m.Client(t).Keys(context.Background(), "*").Val() {
+				if !strings.HasPrefix(k, "distlock:fence") {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	exercise(t, c, other, cl.Client(t), keys)
+	if n := keys(); n != 0 {
+		t.Fatalf("%d keys besides fence counters left on the masters", n)
+	}
+}
+
+func TestPrimitivesWithReplicaAck(t *testing.T) {
+	rs := redistest.StartReplicaSet(t)
+	c := newLocks(t, rs.Master, distlock.WithReplicaAck(1, time.Second))
+	other := newLocks(t, rs.Master, distlock.WithReplicaAck(1, time.Second))
+	rdb := rs.Admin(rs.Master)
+	exercise(t, c, other, rdb, func() int { return len(rdb.Keys(context.Background(), "*").Val()) })
+}
+
+// A quorum Client refuses the primitives whose state lives on one node,
+// and runs LockAll, which is made of ordinary locks.
+func TestPrimitivesOnQuorum(t *testing.T) {
+	_, c, _ := quorumSetup(t, 3)
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := c.NewRWMutex("x"); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("NewRWMutex on a quorum: %v", err)
+	}
+	if _, err := c.NewSemaphore("x", 2); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("NewSemaphore on a quorum: %v", err)
+	}
+	if _, err := c.NewElection("x"); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("NewElection on a quorum: %v", err)
+	}
+	m, err := c.LockAll(ctx, []string{"b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many distinct names of every primitive leave only the fence counter.
+func TestPrimitivesLeaveNothingBehind(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	for i := range 300 {
+		name := fmt.Sprintf("n%d", i)
+		rw, _ := c.NewRWMutex(name)
+		r, err := rw.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release(ctx)
+		w, _ := rw.Lock(ctx)
+		w.Release(ctx)
+		s, _ := c.NewSemaphore(name, 3)
+		p, _ := s.Acquire(ctx)
+		p.Release(ctx)
+		e, _ := c.NewElection(name)
+		l, _ := e.Campaign(ctx, "v")
+		l.Resign(ctx)
+	}
+	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 1 {
+		t.Fatalf("left in Redis: %.10v (%d keys)", keys, len(keys))
+	}
+}
+
+// Bad input to the primitives gets typed errors.
+func TestPrimitivesBadInput(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	if _, err := c.NewSemaphore("s", 0); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("limit 0: %v", err)
+	}
+	if _, err := c.NewRWMutex(""); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Errorf("empty name: %v", err)
+	}
+	s, _ := c.NewSemaphore("s", 2)
+	if _, err := s.Acquire(ctx, distlock.WithOwner("o")); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("WithOwner on a permit: %v", err)
+	}
+	p, _ := s.Acquire(ctx)
+	defer p.Release(ctx)
+	s3, _ := c.NewSemaphore("s", 3)
+	if _, err := s3.TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("another limit while in use: %v", err)
+	}
+	var nilRDB *redis.Client
+	if _, err := distlock.New(nilRDB).NewElection("e"); !errors.Is(err, distlock.ErrNilClient) {
+		t.Errorf("nil client: %v", err)
+	}
+}
+
+// List shows every kind of hold: locks, leaders, write and read holds,
+// permits.
+func TestListShowsEveryKind(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	l, _ := c.Lock(ctx, "k:lock")
+	defer l.Release(ctx)
+	e, _ := c.NewElection("k:elect")
+	lead, _ := e.Campaign(ctx, "me")
+	defer lead.Resign(ctx)
+	rw, _ := c.NewRWMutex("k:rw")
+	r1, _ := rw.RLock(ctx)
+	r2, _ := rw.RLock(ctx)
+	defer r1.Release(ctx)
+	defer r2.Release(ctx)
+	wr, _ := c.NewRWMutex("k:w")
+	w, _ := wr.Lock(ctx)
+	defer w.Release(ctx)
+	s, _ := c.NewSemaphore("k:sem", 3)
+	p, _ := s.Acquire(ctx)
+	defer p.Release(ctx)
+	infos, err := c.List(ctx, "k:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, in := range infos {
+		got = append(got, in.Key+"/"+in.Kind)
+		if in.Fence == 0 || in.TTL <= 0 || (in.Kind == "permit" && in.Limit != 3) {
+			t.Errorf("hold %+v", in)
+		}
+	}
+	want := "k:elect/leader k:lock/lock k:rw/read k:rw/read k:sem/permit k:w/write"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("List: %s, want %s", strings.Join(got, " "), want)
+	}
+}

@@ -1,0 +1,509 @@
+package distlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fence"
+	"github.com/redis/go-redis/v9"
+)
+
+// interval is one hold as a helper process reported it: "<kind> <start ns>
+// <end ns>", both taken inside the hold (after Lock returned, before
+// Release), so overlaps between them are real.
+type interval struct {
+	kind       string
+	start, end int64
+	proc       int
+}
+
+// collect reads "hold <kind> <start> <end>" lines from the helpers until
+// they exit.
+func collect(t *testing.T, procs []*helperProc, within time.Duration) []interval {
+	t.Helper()
+	var out []interval
+	for i, p := range procs {
+		for line := range p.lines {
+			f := strings.Fields(line)
+			if len(f) == 4 && f[0] == "hold" {
+				s, _ := strconv.ParseInt(f[2], 10, 64)
+				e, _ := strconv.ParseInt(f[3], 10, 64)
+				out = append(out, interval{f[1], s, e, i})
+			}
+		}
+		p.wait(t, within)
+	}
+	return out
+}
+
+// maxConcurrency is the most intervals of kind open at one instant.
+func maxConcurrency(iv []interval, kind string) int {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	for _, x := range iv {
+		if kind == "" || x.kind == kind {
+			edges = append(edges, edge{x.start, 1}, edge{x.end, -1})
+		}
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta // an end before a start at the same ns
+	})
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most
+}
+
+func printHold(kind string, start time.Time) {
+	fmt.Printf("hold %s %d %d\n", kind, start.UnixNano(), time.Now().UnixNano())
+}
+
+// helperRW takes DISTLOCK_KEY's read-write lock DISTLOCK_N times, as a
+// reader or a writer (DISTLOCK_MODE r, w, or mixed: every fourth a
+// writer), holding it DISTLOCK_HOLD each time.
+func helperRW(c *distlock.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rw, err := c.NewRWMutex(os.Getenv("DISTLOCK_KEY"))
+	if err != nil {
+		return err
+	}
+	hold := envDuration("DISTLOCK_HOLD", 10*time.Millisecond)
+	for i := range envInt("DISTLOCK_N", 20) {
+		mode := os.Getenv("DISTLOCK_MODE")
+		if mode == "mixed" {
+			mode = map[bool]string{true: "w", false: "r"}[i%4 == 3]
+		}
+		var l *distlock.Lock
+		asked := time.Now()
+		if mode == "w" {
+			l, err = rw.Lock(ctx, distlock.WithTTL(envDuration("DISTLOCK_TTL", 2*time.Second)))
+		} else {
+			l, err = rw.RLock(ctx, distlock.WithTTL(envDuration("DISTLOCK_TTL", 2*time.Second)))
+		}
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if mode == "w" {
+			fmt.Printf("waited %d\n", start.Sub(asked).Nanoseconds())
+		}
+		if os.Getenv("DISTLOCK_FOREVER") == "1" {
+			fmt.Println("holding")
+			time.Sleep(time.Hour) // until the test kills this process
+		}
+		time.Sleep(hold) // the protected work
+		printHold(mode, start)
+		if err := l.Release(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestRWMutexAcrossProcesses: 6 processes mixing readers and writers. A
+// writer never overlaps anyone; readers do overlap.
+func TestRWMutexAcrossProcesses(t *testing.T) {
+	_, _, srv := setup(t)
+	var procs []*helperProc
+	for range 6 {
+		procs = append(procs, startHelper(t, "rw", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=doc",
+			"DISTLOCK_MODE=mixed", "DISTLOCK_N=24", "DISTLOCK_HOLD=15ms"))
+	}
+	iv := collect(t, procs, 60*time.Second)
+	if len(iv) != 6*24 {
+		t.Fatalf("%d holds reported, want %d", len(iv), 6*24)
+	}
+	for _, w := range iv {
+		if w.kind != "w" {
+			continue
+		}
+		for _, o := range iv {
+			if o != w && o.start < w.end && w.start < o.end {
+				t.Fatalf("a writer (%d–%d) overlaps a %s hold (%d–%d)", w.start, w.end, o.kind, o.start, o.end)
+			}
+		}
+	}
+	readers := maxConcurrency(iv, "r")
+	t.Logf("%d holds; at most %d readers at once", len(iv), readers)
+	if readers < 2 {
+		t.Fatalf("readers never overlapped (at most %d at once)", readers)
+	}
+}
+
+// A writer gets in within a bound while readers keep arriving: new readers
+// queue behind the waiting writer.
+func TestRWMutexWriterNotStarved(t *testing.T) {
+	_, _, srv := setup(t)
+	const hold = 40 * time.Millisecond
+	var readers []*helperProc
+	for range 4 {
+		readers = append(readers, startHelper(t, "rw", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=busy",
+			"DISTLOCK_MODE=r", "DISTLOCK_N=60", "DISTLOCK_HOLD="+hold.String()))
+	}
+	for _, r := range readers {
+		r.expect(t, "hold r", 10*time.Second) // readers are streaming in
+	}
+	writer := startHelper(t, "rw", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=busy", "DISTLOCK_MODE=w", "DISTLOCK_N=1")
+	waited, _ := strconv.ParseInt(writer.expect(t, "waited ", 20*time.Second), 10, 64)
+	writer.wait(t, 10*time.Second)
+	// The writer waits for the readers that hold the lock when it lines up,
+	// at most one hold each, plus start-up of its process.
+	bound := 10 * hold
+	t.Logf("the writer waited %v with 4 processes of readers streaming", time.Duration(waited))
+	if time.Duration(waited) > bound {
+		t.Fatalf("the writer waited %v, over %v: starved by readers", time.Duration(waited), bound)
+	}
+}
+
+// A reader killed with SIGKILL frees its share when its own lease runs
+// out: a writer gets the lock then, not before.
+func TestRWMutexKilledReaderFreesItsShare(t *testing.T) {
+	c, _, srv := setup(t)
+	ctx := ctxT(t, 20*time.Second)
+	const ttl = time.Second
+	reader := startHelper(t, "rw", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=share",
+		"DISTLOCK_MODE=r", "DISTLOCK_FOREVER=1", "DISTLOCK_TTL="+ttl.String())
+	reader.expect(t, "holding", 10*time.Second)
+	rw, _ := c.NewRWMutex("share")
+	other, err := rw.RLock(ctx) // a live reader, released at once
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Release(ctx)
+	_ = reader.cmd.Process.Kill()
+	killed := time.Now()
+	w, err := rw.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(killed)
+	t.Logf("writer in %v after the reader was killed (its lease %v, renewed every %v)", took.Round(time.Millisecond), ttl, ttl/3)
+	if took > ttl+500*time.Millisecond {
+		t.Fatalf("the dead reader's share was held %v, its lease is %v", took, ttl)
+	}
+	w.Release(ctx)
+}
+
+// helperSem takes a permit of DISTLOCK_KEY (limit DISTLOCK_LIMIT)
+// DISTLOCK_N times, holding each DISTLOCK_HOLD; with DISTLOCK_ORDER=1 it
+// prints "asked" and waits for a line on stdin first, then prints "got".
+func helperSem(c *distlock.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := c.NewSemaphore(os.Getenv("DISTLOCK_KEY"), envInt("DISTLOCK_LIMIT", 3))
+	if err != nil {
+		return err
+	}
+	opts := []distlock.Option{distlock.WithTTL(envDuration("DISTLOCK_TTL", 2*time.Second))}
+	for range envInt("DISTLOCK_N", 20) {
+		l, err := s.Acquire(ctx, opts...)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if os.Getenv("DISTLOCK_ORDER") == "1" {
+			fmt.Println("got")
+		}
+		if os.Getenv("DISTLOCK_FOREVER") == "1" {
+			fmt.Println("holding")
+			time.Sleep(time.Hour) // until the test kills this process
+		}
+		time.Sleep(envDuration("DISTLOCK_HOLD", 10*time.Millisecond)) // the protected work
+		printHold("p", start)
+		if err := l.Release(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestSemaphoreAcrossProcesses: 8 processes on a semaphore of 3: never more
+// than 3 holders, and 3 at once is reached.
+func TestSemaphoreAcrossProcesses(t *testing.T) {
+	_, rdb, srv := setup(t)
+	var procs []*helperProc
+	for range 8 {
+		procs = append(procs, startHelper(t, "sem", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=pool",
+			"DISTLOCK_LIMIT=3", "DISTLOCK_N=15", "DISTLOCK_HOLD=10ms"))
+	}
+	iv := collect(t, procs, 60*time.Second)
+	most := maxConcurrency(iv, "p")
+	t.Logf("%d permits granted; at most %d held at once", len(iv), most)
+	if most > 3 {
+		t.Fatalf("%d permits held at once, limit 3", most)
+	}
+	if most < 3 {
+		t.Fatalf("never 3 permits at once (at most %d)", most)
+	}
+	if keys := rdb.Keys(context.Background(), "*").Val(); len(keys) != 1 {
+		t.Fatalf("left in Redis: %v", keys)
+	}
+}
+
+// A holder killed with SIGKILL gives its permit back when its lease runs
+// out; waiters are served in arrival order.
+func TestSemaphoreKilledHolderAndOrder(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+	const ttl = time.Second
+	s, _ := c.NewSemaphore("slots", 2)
+	mine, err := s.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := startHelper(t, "sem", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=slots", "DISTLOCK_LIMIT=2",
+		"DISTLOCK_FOREVER=1", "DISTLOCK_TTL="+ttl.String())
+	dead.expect(t, "holding", 10*time.Second)
+	// Three waiters line up one after another, each in its own process.
+	var waiters []*helperProc
+	for i := range 3 {
+		w := startHelper(t, "sem", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=slots", "DISTLOCK_LIMIT=2",
+			"DISTLOCK_N=1", "DISTLOCK_ORDER=1", "DISTLOCK_HOLD=300ms")
+		waitFor(t, 5*time.Second, "waiter to line up", func() bool {
+			return rdb.LLen(ctx, "distlock:sem{slots}:line").Val() == int64(i+1)
+		})
+		waiters = append(waiters, w)
+	}
+	_ = dead.cmd.Process.Kill()
+	killed := time.Now()
+	waiters[0].expect(t, "got", 5*time.Second)
+	took := time.Since(killed)
+	t.Logf("the dead holder's permit went to the first waiter %v after the kill (lease %v)", took.Round(time.Millisecond), ttl)
+	if took > ttl+500*time.Millisecond {
+		t.Fatalf("the dead holder's permit came back after %v", took)
+	}
+	if err := mine.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiters[1].expect(t, "got", 5*time.Second)
+	waiters[2].expect(t, "got", 5*time.Second)
+	for _, w := range waiters {
+		w.wait(t, 10*time.Second)
+	}
+	// The order: the first waiter got its permit before the second asked
+	// was served, and so on (expect above would have failed otherwise).
+}
+
+// helperMulti takes DISTLOCK_KEYS (comma-separated, in that order)
+// DISTLOCK_N times with LockAll.
+func helperMulti(c *distlock.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keys := strings.Split(os.Getenv("DISTLOCK_KEYS"), ",")
+	for range envInt("DISTLOCK_N", 100) {
+		m, err := c.LockAll(ctx, keys, distlock.WithTTL(2*time.Second))
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		for _, k := range keys {
+			printHold(k, start)
+		}
+		if err := m.Release(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestLockAllNoDeadlock: two processes take {a,b} and {b,a} 500 times each:
+// no deadlock, and no key held by both at once.
+func TestLockAllNoDeadlock(t *testing.T) {
+	_, _, srv := setup(t)
+	p1 := startHelper(t, "multi", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEYS=a,b", "DISTLOCK_N=500")
+	p2 := startHelper(t, "multi", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEYS=b,a", "DISTLOCK_N=500")
+	start := time.Now()
+	iv := collect(t, []*helperProc{p1, p2}, 60*time.Second)
+	t.Logf("1000 LockAll calls in %v", time.Since(start).Round(time.Millisecond))
+	for _, k := range []string{"a", "b"} {
+		if n := maxConcurrency(iv, k); n != 1 {
+			t.Fatalf("key %s held %d times at once", k, n)
+		}
+	}
+}
+
+// LockAll is all or nothing: a set whose last key is held gets none.
+func TestLockAllAllOrNothing(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	held, err := c.TryLock(ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLockAll(ctx, []string{"x", "y", "z"}); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("TryLockAll with z held: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.LockAll(short, []string{"z", "y", "x"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockAll with z held: %v", err)
+	}
+	waitFor(t, time.Second, "x and y to be given back", func() bool {
+		return rdb.Exists(ctx, "distlock:{x}", "distlock:{y}").Val() == 0
+	})
+	held.Release(ctx)
+	m, err := c.LockAll(ctx, []string{"z", "x", "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.Locks()); got != 3 || m.Locks()[0].Key() != "x" {
+		t.Fatalf("locks %d, first %q", got, m.Locks()[0].Key())
+	}
+	rdb.Del(ctx, "distlock:{y}") // one member vanishes: the set is lost
+	select {
+	case <-m.Lost():
+		if !errors.Is(m.Err(), distlock.ErrLost) || !strings.Contains(m.Err().Error(), `"y"`) {
+			t.Fatalf("Err %v", m.Err())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loss of one member was not signalled")
+	}
+	if _, err := c.LockAll(ctx, []string{"a", "a"}); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Fatalf("duplicate key: %v", err)
+	}
+}
+
+// helperElect campaigns in DISTLOCK_KEY as DISTLOCK_VALUE; as leader it
+// appends "<term> <value>" entries to the list "log" through a fence
+// guard, so that a stale leader's writes are refused, until killed.
+func helperElect(c *distlock.Client, rdb *redis.Client) error {
+	ctx := context.Background()
+	e, err := c.NewElection(os.Getenv("DISTLOCK_KEY"))
+	if err != nil {
+		return err
+	}
+	value := os.Getenv("DISTLOCK_VALUE")
+	lead, err := e.Campaign(ctx, value, distlock.WithTTL(envDuration("DISTLOCK_TTL", time.Second)))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("leader %d\n", lead.Fence())
+	work, stop := lead.Context(ctx)
+	defer stop()
+	guard := fence.NewGuard(rdb)
+	appendLog := fence.NewScript(`return redis.call('RPUSH', KEYS[1], ARGV[1])`)
+	for work.Err() == nil {
+		entry := strconv.FormatInt(lead.Fence(), 10) + " " + value
+		err := guard.Run(ctx, appendLog, lead.Fence(), []string{"{log}"}, entry).Err()
+		if errors.Is(err, fence.ErrStale) {
+			fmt.Println("stale")
+			break
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "append:", err)
+		}
+		time.Sleep(20 * time.Millisecond) // the leader's periodic work
+	}
+	fmt.Printf("ended %v\n", context.Cause(work))
+	bufio.NewReader(os.Stdin).ReadString('\n') // until the test kills this process
+	return nil
+}
+
+// TestElectionAcrossProcesses: 5 candidates; the leader is killed 3 times.
+// At most one leads at any moment (terms in the fenced log only rise), a
+// new leader takes over within TTL + 100ms of the old one's lease ending
+// (it cannot be sooner: it waits for the dead leader's lease), and an
+// observer sees every leader, in order.
+func TestElectionAcrossProcesses(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	const ttl = time.Second
+	e, err := c.NewElection("primary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, stopObserving := context.WithCancel(ctx)
+	seen := e.Observe(octx)
+	if first := <-seen; first.Elected() {
+		t.Fatalf("a leader before any candidate: %+v", first)
+	}
+	procs := map[string]*helperProc{}
+	for i := range 5 {
+		v := fmt.Sprintf("cand-%d", i)
+		procs[v] = startHelper(t, "elect", "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY=primary",
+			"DISTLOCK_VALUE="+v, "DISTLOCK_TTL="+ttl.String())
+	}
+	var observed []distlock.Leader
+	next := func() distlock.Leader {
+		t.Helper()
+		for {
+			select {
+			case l := <-seen:
+				if l.Elected() {
+					observed = append(observed, l)
+					return l
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no new leader observed")
+			}
+		}
+	}
+	leader := next()
+	for range 3 {
+		term := strconv.FormatInt(leader.Fence, 10) + " "
+		waitFor(t, 5*time.Second, "the leader to write its log", func() bool {
+			n := 0
+			for _, entry := range rdb.LRange(ctx, "{log}", 0, -1).Val() {
+				if strings.HasPrefix(entry, term) {
+					n++
+				}
+			}
+			return n >= 3
+		})
+		p := procs[leader.Value]
+		info, _ := e.Leader(ctx)
+		expiry := time.Now().Add(info.TTL) // the lease the killed leader leaves behind
+		_ = p.cmd.Process.Kill()
+		killed := time.Now()
+		leader = next()
+		if since := time.Since(killed); since > ttl+100*time.Millisecond {
+			t.Fatalf("a new leader %v after the leader was killed, TTL %v", since, ttl)
+		}
+		late := time.Since(expiry)
+		t.Logf("%s took over %v after the dead leader's lease ran out", leader.Value, late.Round(time.Millisecond))
+		if late > 100*time.Millisecond+ttl/3 { // the lease may have been renewed just before the kill
+			t.Fatalf("the new leader came %v after the old lease ran out", late)
+		}
+	}
+	stopObserving()
+	terms := rdb.LRange(ctx, "{log}", 0, -1).Val()
+	last := int64(0)
+	for _, entry := range terms {
+		term, _ := strconv.ParseInt(strings.Fields(entry)[0], 10, 64)
+		if term < last {
+			t.Fatalf("fenced log goes back from term %d to %d: two leaders at once", last, term)
+		}
+		last = term
+	}
+	var fences []int64
+	for _, l := range observed {
+		fences = append(fences, l.Fence)
+	}
+	if !slices.IsSorted(fences) || len(fences) != 4 {
+		t.Fatalf("observed leaders %v: want 4, terms rising", fences)
+	}
+	t.Logf("%d log entries from %d terms; observed %v", len(terms), len(observed), fences)
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+}
