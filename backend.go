@@ -74,11 +74,30 @@ const cleanupTimeout = 2 * time.Second
 // goroutine under a context that ignores ctx's cancellation and ends
 // cleanupTimeout after ctx's deadline, and when ctx ends first the caller
 // gets ctx.Err() while late gets op's result once it comes (to undo what op
-// did). A ctx that can never end needs none of this: op runs inline. The
-// goroutine counts in c.bg, which Close waits for.
+// did). The goroutine counts in c.bg, which Close waits for.
+//
+// Two cases need no goroutine, whose hand-offs cost more than the call on
+// the fast path: a ctx that can never end, and a ctx with a deadline when
+// the Redis client honours deadlines (go-redis' ContextTimeoutEnabled sets
+// the socket deadlines from it). Then op runs inline under ctx, and if it
+// fails once ctx has ended, late gets that failure, since what op did in
+// Redis is unknown.
 func detached[T any](c *Client, ctx context.Context, op func(context.Context) (T, error), late func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return op(ctx)
+	}
+	if d, ok := ctx.Deadline(); ok && c.deadlines {
+		v, err := op(ctx)
+		// The socket deadline is ctx's: a timeout may come a hair before
+		// ctx itself reports it.
+		if err != nil && (ctx.Err() != nil || time.Until(d) < time.Millisecond) {
+			if late != nil {
+				late(v, err)
+			}
+			<-ctx.Done() // at most a millisecond: callers expect ctx ended too
+			return v, ctx.Err()
+		}
+		return v, err
 	}
 	opCtx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
 	if d, ok := ctx.Deadline(); ok {

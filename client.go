@@ -21,6 +21,9 @@ import (
 type Client struct {
 	b      backend
 	obs    Observer // nil when nobody observes
+	// deadlines: the Redis client stops a call at its context's deadline
+	// (see detached)
+	deadlines bool
 	broken error    // set when the Client was built unusable (nil client, bad option)
 	prefix string
 	id     string // names this Client's inbox channels
@@ -51,6 +54,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	default:
 		c.broken = cfg.ack.validate()
 	}
+	c.deadlines = honoursDeadlines(rdb)
 	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg}
 	if isCluster(rdb) {
 		s.pub, s.pubArg = "SPUBLISH", spublishArg
@@ -68,6 +72,18 @@ func newClient(cfg clientConfig) *Client {
 		counter: nodeCounter(cfg.prefix),
 		closing: make(chan struct{}),
 	}
+}
+
+// honoursDeadlines reports whether calls on rdb end at their context's
+// deadline: go-redis' ContextTimeoutEnabled.
+func honoursDeadlines(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r != nil && r.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return r != nil && r.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 func isCluster(rdb redis.UniversalClient) bool {

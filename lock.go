@@ -131,10 +131,17 @@ func (l *Lock) release(ctx context.Context, link string) error {
 		return ErrNotHeld
 	}
 	out, err := detached(l.client, ctx, func(ctx context.Context) (releaseOutcome, error) {
+		if ctx.Err() != nil { // run inline under a ctx that ended: no time to try
+			return releaseGone, ctx.Err()
+		}
 		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 		defer cancel()
 		return l.client.b.release(ctx, l, link)
-	}, nil)
+	}, func(_ releaseOutcome, err error) {
+		if err != nil { // cut off by the caller's deadline: try once more, detached
+			l.client.background(func(ctx context.Context) { _, _ = l.client.b.release(ctx, l, link) })
+		}
+	})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("distlock: release %q: %w (the release goes on in the background)", l.key, err)

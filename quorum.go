@@ -48,6 +48,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = fmt.Errorf("%w: WithReplicaAck needs a single-node Client", ErrInvalidOption)
 	}
 	c.b = &quorum{c: c, nodes: slices.Clone(nodes), suspect: make([]atomic.Bool, len(nodes))}
+	c.deadlines = true // onNodes never waits for a node past ctx
 	return c
 }
 
