@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
 	distlockotel "github.com/distlock/distlock/otel"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -223,5 +225,40 @@ func TestFrozenRedis(t *testing.T) {
 	}
 	if n, _ := m.hist("distlock.renewal.lag"); n < 1 {
 		t.Errorf("renewal lag count %d", n)
+	}
+}
+
+// A quorum Client with one of three nodes down counts that node's errors
+// under its index, and still gets the lock.
+func TestQuorumNodeErrors(t *testing.T) {
+	f := newFixture(t)
+	down := redistest.Start(t)
+	third := redistest.Start(t)
+	down.Kill()
+	opts := down.Options()
+	opts.MaxRetries = -1 // no retry backoff against a refused connection
+	gone := redis.NewClient(opts)
+	t.Cleanup(func() { _ = gone.Close() })
+	c := distlock.NewQuorum([]redis.UniversalClient{f.rdb, third.Client(t), gone}, distlock.WithObserver(f.obs))
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.Lock(ctx, "q:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "node 2's error to be counted", func() bool {
+		return f.collect(t).sum("distlock.node.errors", attribute.Int("node", 2)) == 1
+	})
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := f.collect(t)
+	for _, node := range []int{0, 1} {
+		if n := m.sum("distlock.node.errors", attribute.Int("node", node)); n != 0 {
+			t.Errorf("node.errors{node=%d} = %d, want 0", node, n)
+		}
+	}
+	if n := m.sum("distlock.node.errors", attribute.Int("node", 2)); n != 1 {
+		t.Errorf("node.errors{node=2} = %d after the release, want still 1 (a suspect node is counted once)", n)
 	}
 }
