@@ -86,20 +86,21 @@ func (o *Observer) attrs(key string) *labelAttrs {
 
 // node returns the measurement options for quorum node i.
 func (o *Observer) node(i int) []metric.AddOption {
-	o.mu.RLock()
-	if i >= 0 && i < len(o.nodes) {
-		defer o.mu.RUnlock()
-		return o.nodes[i]
-	}
-	o.mu.RUnlock()
 	if i < 0 {
 		return nodeAttr(i)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for len(o.nodes) <= i {
-		o.nodes = append(o.nodes, nodeAttr(len(o.nodes)))
+	o.mu.RLock()
+	known := i < len(o.nodes)
+	o.mu.RUnlock()
+	if !known {
+		o.mu.Lock()
+		for len(o.nodes) <= i {
+			o.nodes = append(o.nodes, nodeAttr(len(o.nodes)))
+		}
+		o.mu.Unlock()
 	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
 	return o.nodes[i]
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"strings"
 	"sync"
 
 	"github.com/distlock/distlock"
@@ -12,8 +14,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// ScopeName is the instrumentation scope of the Observer's meter and tracer.
-const ScopeName = "github.com/distlock/distlock/otel"
+// ScopeName is the instrumentation scope of the Observer's meter and
+// tracer; its version is this module's, from the program's build info.
+const ScopeName = modulePath
 
 // Observer is a distlock.Observer that records metrics and spans through
 // OpenTelemetry. Give it to a Client with distlock.WithObserver; one
@@ -88,6 +91,7 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
 	}
+	version := moduleVersion()
 	o := &Observer{
 		tracer:   cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version)),
 		keyLabel: cfg.keyLabel,
@@ -100,8 +104,25 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	return o, nil
 }
 
-// version is reported as the instrumentation scope's version.
-const version = "0.1.0"
+// moduleVersion is this module's version from the program's build info,
+// reported as the instrumentation scope's version; "" when unknown.
+func moduleVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	if info.Main.Path == modulePath {
+		return strings.TrimPrefix(info.Main.Version, "(devel)")
+	}
+	for _, d := range info.Deps {
+		if d.Path == modulePath {
+			return d.Version
+		}
+	}
+	return ""
+}
+
+const modulePath = "github.com/distlock/distlock/otel"
 
 // Observe records e; see docs/observability.md for what each kind moves.
 func (o *Observer) Observe(ctx context.Context, e distlock.Event) {
