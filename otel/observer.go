@@ -16,7 +16,7 @@ import (
 
 // ScopeName is the instrumentation scope of the Observer's meter and
 // tracer; its version is this module's, from the program's build info.
-const ScopeName = modulePath
+const ScopeName = "github.com/distlock/distlock/otel"
 
 // Observer is a distlock.Observer that records metrics and spans through
 // OpenTelemetry. Give it to a Client with distlock.WithObserver; one
@@ -75,9 +75,10 @@ func WithKeyLabel(label func(key string) string) Option {
 	return func(c *config) { c.keyLabel = label }
 }
 
-// NewObserver returns an Observer that records with the global providers, or
-// those given by options. It returns an error, and no Observer, if the meter
-// refuses to create an instrument.
+// NewObserver returns an Observer that records with the providers given by
+// options, or else the global ones (which forward to providers installed
+// later with otel.SetMeterProvider and otel.SetTracerProvider). It returns
+// an error, and no Observer, if the meter refuses to create an instrument.
 func NewObserver(opts ...Option) (*Observer, error) {
 	cfg := config{}
 	for _, opt := range opts {
@@ -122,9 +123,13 @@ func moduleVersion() string {
 	return ""
 }
 
-const modulePath = "github.com/distlock/distlock/otel"
+const modulePath = ScopeName
 
-// Observe records e; see docs/observability.md for what each kind moves.
+// Observe records e: it moves the instruments of e's kind (see
+// docs/observability.md) and, when e reports that a Lock, TryLock, Release
+// or Extend call returned, ends the call's span from Start, with status
+// Error if the call failed (ErrNotObtained is not a failure). It cannot
+// fail: what the SDK does with the data is the SDK's business.
 func (o *Observer) Observe(ctx context.Context, e distlock.Event) {
 	switch e.Kind {
 	case distlock.EventAcquire:
