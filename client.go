@@ -168,13 +168,16 @@ func (c *Client) acquire(ctx context.Context, r *request) (*Lock, error) {
 	ctx = c.obs.Start(ctx, EventAcquire, r.key)
 	l, err := c.b.lock(ctx, r)
 	e := Event{Kind: EventAcquire, Key: r.key, Err: err, Duration: time.Since(start)}
+	if !r.queuedAt.IsZero() {
+		e.Wait = time.Since(r.queuedAt)
+	}
 	if l != nil {
 		e.Fence, e.How, e.Link = l.fence, r.how, r.link
-		if !r.queuedAt.IsZero() {
-			e.Wait = time.Since(r.queuedAt)
-		}
 	}
 	c.obs.Observe(ctx, e)
+	if l != nil {
+		l.announce()
+	}
 	return l, err
 }
 

@@ -31,6 +31,9 @@ type Lock struct {
 	cancels map[uint64]context.CancelCauseFunc
 	nextCtx uint64
 	lastErr error // last renewal error, reported when the lease runs out
+	// announced: observers were told of the grant, so they are told of its
+	// end (once); a grant lost before its Lock call returned is not a hold
+	announced bool
 
 	// owned by the renewer goroutine
 	heapIdx  int
@@ -142,6 +145,7 @@ func (l *Lock) release(ctx context.Context, link string) error {
 			l.client.background(func(ctx context.Context) { _, _ = l.client.b.release(ctx, l, link) })
 		}
 	})
+	l.observeEnd(out, err)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("distlock: release %q: %w (the release goes on in the background)", l.key, err)
@@ -157,6 +161,21 @@ func (l *Lock) release(ctx context.Context, link string) error {
 		l.client.observe(ctx, Event{Kind: EventHandoff, Key: l.key, Fence: l.fence})
 	}
 	return nil
+}
+
+// observeEnd reports the end of a hold by Release, with what Redis said.
+func (l *Lock) observeEnd(out releaseOutcome, err error) {
+	cause := ErrReleased
+	switch {
+	case err != nil:
+	case out == releaseGone:
+		cause = ErrExpired
+	case out == releaseTaken:
+		cause = ErrTaken
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.observeEndLocked(cause)
 }
 
 // lostBeforeRelease records what a release found: the lock had been lost
@@ -400,14 +419,34 @@ func (l *Lock) endLocked(state lockState, cause error) {
 		return
 	}
 	l.state, l.cause = state, cause
-	if c := l.client; c.obs != nil { // observed before the signal, so a watcher finds the event
-		c.obs.Observe(context.Background(), Event{Kind: EventHoldEnded, Key: l.key, Fence: l.fence, Err: cause, Duration: time.Since(l.since)})
+	if state == lost { // observed before the signal, so a watcher finds the event
+		l.observeEndLocked(cause)
 	}
 	if state == lost && l.lost != nil {
 		close(l.lost)
 	}
 	for _, cancel := range l.cancels {
 		cancel(cause)
+	}
+}
+
+// announce marks l as reported to observers, and reports its end if it
+// ended before.
+func (l *Lock) announce() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.announced = true
+	if l.state == lost {
+		l.observeEndLocked(l.cause)
+	}
+}
+
+// observeEndLocked reports the end of an announced hold, once. A release
+// reports it when Redis has said whether the hold was still there.
+func (l *Lock) observeEndLocked(cause error) {
+	if c := l.client; c.obs != nil && l.announced {
+		l.announced = false
+		c.obs.Observe(context.Background(), Event{Kind: EventHoldEnded, Key: l.key, Fence: l.fence, Err: cause, Duration: time.Since(l.since)})
 	}
 }
 

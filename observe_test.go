@@ -136,3 +136,31 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A Release that finds the lease already gone reports a loss, not a
+// release: the hold ended before it.
+func TestObserverReleaseFindsLoss(t *testing.T) {
+	rec := &recorder{}
+	c, rdb, _ := setup(t, distlock.WithObserver(rec))
+	ctx := ctxT(t, 5*time.Second)
+	l, err := c.Lock(ctx, "gone", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.FlushAll(ctx)
+	if err := l.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Release: %v", err)
+	}
+	n := 0
+	for _, e := range rec.events {
+		if e.Kind == distlock.EventHoldEnded {
+			n++
+			if !errors.Is(e.Err, distlock.ErrExpired) {
+				t.Errorf("hold ended with %v, want ErrExpired", e.Err)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d hold-ended events, want 1", n)
+	}
+}
