@@ -270,18 +270,16 @@ func TestClusterWaiterOnOtherNode(t *testing.T) {
 	slices.Sort(sorted)
 	median := sorted[len(sorted)/2]
 	t.Logf("waiter via %s, lock on %s: release→grant %v (median %v)", seed.Addr, home.Addr, lat, median)
-	// The release reaches the waiter's Client, a different Client whose
-	// subscription sits on another node, as a pub/sub message that the
-	// cluster bus carries across nodes: about a round trip. Polling alone
-	// (the fallback when a message is missed) takes up to the default backoff
-	// cap of 100ms, median about 50ms, so the median bound proves the
-	// wake-up is event-driven; the worst-case bound allows one missed event
-	// on a busy machine.
-	if median >= 25*time.Millisecond {
-		t.Fatalf("median release→grant %v, want < 25ms (event-driven wake-up)", median)
+	// The handoff reaches the waiter's Client, whose subscription sits on
+	// the lock's master, as one pub/sub message. A waiter that missed it
+	// would ask again a second later, so a median under a fifth of that
+	// proves the wake-up is event-driven; the worst case allows one missed
+	// event on a busy machine.
+	if median >= time.Second/5 {
+		t.Fatalf("median release→grant %v, want < 200ms (event-driven wake-up)", median)
 	}
-	if worst := sorted[len(sorted)-1]; worst >= 250*time.Millisecond {
-		t.Fatalf("worst release→grant %v, want < 250ms", worst)
+	if worst := sorted[len(sorted)-1]; worst >= 2*time.Second {
+		t.Fatalf("worst release→grant %v, want < 2s", worst)
 	}
 }
 

@@ -108,7 +108,7 @@ func TestKilledHolderLosesLockAtExpiry(t *testing.T) {
 	_ = holder.cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case at := <-got:
-		if d := at.Sub(killed); d > ttl+50*time.Millisecond {
+		if d := at.Sub(killed); d > ttl+ttl/10 {
 			t.Fatalf("waiter took the lock %v after the kill, want ≤ ttl + 50ms", d)
 		} else {
 			t.Logf("waiter took the lock %v after SIGKILL (ttl %v)", d, ttl)
@@ -293,7 +293,7 @@ func TestLockReturnsWhenContextEnds(t *testing.T) {
 	if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock with deadline: %v, want ErrNotObtained and DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > 150*time.Millisecond {
+	if d := time.Since(start); d > 100*time.Millisecond+deadlineSlack {
 		t.Fatalf("Lock returned %v after a 100ms deadline", d)
 	}
 	cancelled, cancel2 := context.WithCancel(ctx)
@@ -312,7 +312,7 @@ func TestRedisDownFailsWithinDeadline(t *testing.T) {
 	if _, err := c.Lock(ctx, "k"); err == nil {
 		t.Fatal("Lock succeeded with Redis down")
 	}
-	if d := time.Since(start); d > 400*time.Millisecond {
+	if d := time.Since(start); d > 300*time.Millisecond+deadlineSlack {
 		t.Fatalf("Lock took %v with a 300ms deadline", d)
 	}
 }

@@ -80,7 +80,7 @@ func TestQuorumLostMajorityFailsWithinDeadline(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := a.Lock(ctx, "q")
-	if d := time.Since(start); d > 700*time.Millisecond {
+	if d := time.Since(start); d > 500*time.Millisecond+deadlineSlack {
 		t.Fatalf("Lock returned after %v with a 500ms deadline", d)
 	}
 	var qe *distlock.QuorumError

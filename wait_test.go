@@ -80,7 +80,9 @@ func TestReleaseWakesWaiterAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := recv(t, got, 2*time.Second)
-			if d := r.at.Sub(released); d > 50*time.Millisecond {
+			// A waiter that missed the handoff would ask again a second
+			// later; a fifth of that proves the wake-up is event-driven.
+			if d := r.at.Sub(released); d > time.Second/5 {
 				t.Fatalf("waiter took %v after the release", d)
 			} else {
 				t.Logf("release → waiter holds: %v", d)
@@ -159,7 +161,7 @@ func TestWaiterContextCancelled(t *testing.T) {
 			if !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, distlock.ErrNotObtained) {
 				t.Fatalf("fair=%v: %v", fair, r.err)
 			}
-			if d := r.at.Sub(cancelled); d > 50*time.Millisecond {
+			if d := r.at.Sub(cancelled); d > deadlineSlack {
 				t.Fatalf("fair=%v: returned %v after cancel", fair, d)
 			}
 		case <-time.After(2 * time.Second):

@@ -1,0 +1,221 @@
+package distlock
+
+import (
+	"container/heap"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis-free tests of the pure logic: key names and slots, grant decoding,
+// globs, the renewal schedule, quorum decisions and backoff.
+
+func TestKeySlot(t *testing.T) {
+	// Values from CLUSTER KEYSLOT of redis-server 7.0.
+	for key, want := range map[string]int{
+		"foo": 12182, "bar": 5061, "{user1000}.following": 3443, "{user1000}.followers": 3443,
+		"foo{}{bar}": 8363, "foo{{bar}}zap": 4015, "foo{bar}{zap}": 5061, "": 0,
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+func TestSlotTagsCoverEverySlot(t *testing.T) {
+	for slot := range 16384 {
+		tag := slotTag(slot)
+		if tag == "" || keySlot("{"+tag+"}") != slot || strings.ContainsAny(tag, "{}") {
+			t.Fatalf("slotTag(%d) = %q hashes to %d", slot, tag, keySlot("{"+tag+"}"))
+		}
+	}
+	counter := slotCounter("distlock:")
+	for _, name := range []string{"job", "order:1001", "a{b}c", "x}y"} {
+		lock := "distlock:{" + name + "}"
+		if keySlot(counter(lock)) != keySlot(lock) {
+			t.Errorf("fence counter of %q is in another slot", lock)
+		}
+	}
+}
+
+func TestKeyNames(t *testing.T) {
+	c := &Client{prefix: "app:", id: "cid", counter: nodeCounter("app:")}
+	n := c.names(mutexKind, "job")
+	if n.lock != "app:{job}" || n.line != "app:{job}:line" || n.fence != "app:fence" ||
+		n.channel() != "app:{job}:released" || n.inbox("cid") != "app:{job}:to:cid" || len(n.keys) != 3 {
+		t.Fatalf("names %+v", n)
+	}
+	s := c.names(permitKind, "pool")
+	if s.lock != "app:sem{pool}" || len(s.keys) != 5 || s.keys[3] != "app:sem{pool}:h" || s.keys[4] != "app:sem{pool}:d" {
+		t.Fatalf("semaphore names %+v", s)
+	}
+	for _, k := range s.keys {
+		if hashTag(k) != "pool" && k != "app:fence" {
+			t.Errorf("%q is not under the tag {pool}", k)
+		}
+	}
+}
+
+func TestDecodeGrant(t *testing.T) {
+	g, err := decodeGrant("42 1700000000000 t1,t2 1 5:job-7host=h pid=1")
+	if err != nil || g.fence != 42 || g.since != 1700000000000 || len(g.holds) != 2 || !g.line ||
+		g.owner != "job-7" || g.meta != "host=h pid=1" {
+		t.Fatalf("decodeGrant: %+v, %v", g, err)
+	}
+	for _, bad := range []string{"", "x 1 t 0 0:", "1 1 t 0 9:short", "1 1  0 0:", "not a grant"} {
+		if _, err := decodeGrant(bad); !errors.Is(err, errBadGrant) {
+			t.Errorf("decodeGrant(%q): %v, want errBadGrant", bad, err)
+		}
+	}
+}
+
+func TestGlobEscape(t *testing.T) {
+	if got := globEscape(`a*b?c[d]e\f`); got != `a\*b\?c\[d\]e\\f` {
+		t.Fatalf("globEscape = %q", got)
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	c := &Client{prefix: "distlock:"}
+	for key, want := range map[string]listed{
+		"distlock:{job}":         {"", "job"},
+		"distlock:elect{boss}":   {"elect", "boss"},
+		"distlock:rw{doc}":       {"rw", "doc"},
+		"distlock:rw{doc}:h":     {"rw", "doc"},
+		"distlock:sem{pool}:h":   {"sem", "pool"},
+		"distlock:{a{b}c}":       {"", "a{b}c"},
+		"distlock:{job}:line":    {},
+		"distlock:sem{pool}:d":   {},
+		"distlock:{job}:h":       {},
+		"distlock:fence":         {},
+		"distlock:fence:{x}":     {},
+		"distlock:guard:{k}:k":   {},
+		"other:{job}":            {},
+		"distlock:unknown{name}": {},
+	} {
+		got, ok := c.parseKey(key)
+		if ok != (want != listed{}) || got != want {
+			t.Errorf("parseKey(%q) = %+v, %v; want %+v", key, got, ok, want)
+		}
+	}
+}
+
+func TestScheduleOrdersByNextEvent(t *testing.T) {
+	base := time.Now()
+	var s schedule
+	locks := make([]*Lock, 5)
+	for i, d := range []int{30, 10, 50, 20, 40} {
+		locks[i] = &Lock{heapIdx: -1}
+		s.at(locks[i], base.Add(time.Duration(d)*time.Millisecond))
+	}
+	s.at(locks[2], base.Add(5*time.Millisecond)) // rescheduled earlier
+	var order []time.Duration
+	for s.Len() > 0 {
+		l := heap.Pop(&s).(*Lock)
+		order = append(order, l.heapAt.Sub(base)/time.Millisecond)
+		if l.heapIdx != -1 {
+			t.Fatal("popped lock keeps its heap index")
+		}
+	}
+	for i := 1; i < len(order); i++ {
+		if order[i] < order[i-1] {
+			t.Fatalf("pop order %v", order)
+		}
+	}
+	if order[0] != 5 {
+		t.Fatalf("the rescheduled lock was not first: %v", order)
+	}
+}
+
+func TestNextBatchDropsEnded(t *testing.T) {
+	queue := []*Lock{{state: held}, {state: released}, {state: held}}
+	batch, rest := nextBatch(queue)
+	if len(batch) != 2 || len(rest) != 0 {
+		t.Fatalf("batch %d rest %d", len(batch), len(rest))
+	}
+}
+
+func TestQuorumDecisions(t *testing.T) {
+	q := &quorum{nodes: make([]redis.UniversalClient, 5)}
+	yes := func(r nodeResult) bool { return r.err == nil }
+	decided := q.decided(yes)
+	res := func(states ...error) []nodeResult {
+		out := make([]nodeResult, len(states))
+		for i, e := range states {
+			out[i].err = e
+		}
+		return out
+	}
+	no := errors.New("no")
+	if decided(res(nil, nil, errPending, errPending, errPending)) {
+		t.Error("decided with 2 of 5 yes")
+	}
+	if !decided(res(nil, nil, nil, errPending, errPending)) {
+		t.Error("undecided with 3 of 5 yes")
+	}
+	if !decided(res(no, no, no, errPending, errPending)) {
+		t.Error("undecided with 3 of 5 no")
+	}
+	if q.majority() != 3 {
+		t.Errorf("majority of 5 = %d", q.majority())
+	}
+	start := time.Now()
+	if q.outcome(3, 0, start, time.Second) != extendDone || q.outcome(2, 3, start, time.Second) != extendGone ||
+		q.outcome(2, 1, start, time.Second) != extendUndecided {
+		t.Error("quorum outcomes")
+	}
+	if q.outcome(3, 0, start.Add(-2*time.Second), time.Second) == extendDone {
+		t.Error("a majority that answered after the lease counted")
+	}
+}
+
+func TestQuorumBackoffAndWaits(t *testing.T) {
+	for n := 1; n < 20; n++ {
+		d := quorumBackoff(n)
+		hi := min(time.Millisecond<<min(n-1, 7), 100*time.Millisecond)
+		if d < hi/2 || d > hi {
+			t.Errorf("quorumBackoff(%d) = %v, want in [%v, %v]", n, d, hi/2, hi)
+		}
+	}
+	for ttl, want := range map[time.Duration]time.Duration{
+		100 * time.Millisecond: 50 * time.Millisecond, 2 * time.Second: 200 * time.Millisecond, time.Minute: time.Second,
+	} {
+		if got := decisionWait(ttl); got != want {
+			t.Errorf("decisionWait(%v) = %v, want %v", ttl, got, want)
+		}
+	}
+}
+
+func TestDrift(t *testing.T) {
+	if got := drift(10 * time.Second); got != 102*time.Millisecond {
+		t.Fatalf("drift(10s) = %v", got)
+	}
+}
+
+func TestReplyDecoding(t *testing.T) {
+	for reply, want := range map[string]releaseOutcome{"-1": releaseGone, "-2": releaseTaken, "2": releaseHoldsLeft, "0": releaseFreed, "0,7": releaseHandedOver} {
+		var res []int64
+		for _, f := range strings.Split(reply, ",") {
+			var v int64
+			for i, ch := range f {
+				if ch == '-' && i == 0 {
+					continue
+				}
+				v = v*10 + int64(ch-'0')
+			}
+			if f[0] == '-' {
+				v = -v
+			}
+			res = append(res, v)
+		}
+		if got := releaseReply(res); got != want {
+			t.Errorf("releaseReply(%v) = %v, want %v", res, got, want)
+		}
+	}
+	if extendReply(1, false) != extendUnacked || extendReply(1, true) != extendDone || extendReply(-1, true) != extendTaken || extendReply(0, true) != extendGone {
+		t.Error("extendReply")
+	}
+}
