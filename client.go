@@ -19,14 +19,14 @@ import (
 // NewQuorum, a majority of independent servers. It is safe for concurrent
 // use; create one per process and share it.
 type Client struct {
-	b      backend
-	obs    Observer // nil when nobody observes
+	b   backend
+	obs Observer // nil when nobody observes
 	// deadlines: the Redis client stops a call at its context's deadline
 	// (see detached)
 	deadlines bool
-	broken error    // set when the Client was built unusable (nil client, bad option)
-	prefix string
-	id     string // names this Client's inbox channels
+	broken    error // set when the Client was built unusable (nil client, bad option)
+	prefix    string
+	id        string // names this Client's inbox channels
 	// counter names the fence counter of a lock key (node or slot counter)
 	counter func(lockKey string) string
 
