@@ -236,9 +236,9 @@ func (c *Client) names(k *kind, key string) keyNames {
 	return names
 }
 
-// notify returns the Client's notifier, creating it on first use; nil after
+// ensureNotifier returns the Client's notifier, starting it on first use; nil after
 // Close.
-func (c *Client) notify() *notifier {
+func (c *Client) ensureNotifier() *notifier {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.notifier == nil && !c.closed.Load() {

@@ -87,7 +87,7 @@ func TestQuorumReleaseWithHoldsLeftWakesNobody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := c.notify()
+	n := c.ensureNotifier()
 	w := n.joinLocal(c.names(mutexKind, "re").channel())
 	poll(t, 2*time.Second, "the subscription", func() bool { return n.isLive(w) })
 	select {
@@ -148,7 +148,7 @@ func TestPruneThenRejoinStaysSubscribed(t *testing.T) {
 	c := New(rdb)
 	defer c.Close()
 	ctx := ctxFor(t, 20*time.Second)
-	n := c.notify()
+	n := c.ensureNotifier()
 	const channel = "distlock:{x}:to:test"
 	for round := range 20 {
 		n.leave(n.join(channel, hold{token: "t"}))

@@ -31,9 +31,6 @@ type Leader struct {
 // Elected reports whether there is a leader.
 func (l Leader) Elected() bool { return l.Fence != 0 }
 
-// ErrNoLeader is returned by Election.Leader when nobody leads.
-var ErrNoLeader = errors.New("distlock: no leader")
-
 // Leadership is a won election: a *Lock whose Lost and Context say when the
 // leadership ends. Fence is its term.
 type Leadership struct {
@@ -126,7 +123,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // the last of them. Errors reading Redis are retried.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
-	n := e.c.notify()
+	n := e.c.ensureNotifier()
 	if n == nil {
 		close(out)
 		return out

@@ -42,6 +42,9 @@ var ErrClosed = errors.New("distlock: client closed")
 // matches both ErrLost and ErrNotReplicated).
 var ErrNotReplicated = errors.New("distlock: too few replicas acknowledged")
 
+// ErrNoLeader is returned by Election.Leader when nobody leads.
+var ErrNoLeader = errors.New("distlock: no leader")
+
 // ErrLost is matched by every reason a held lock can be lost.
 var ErrLost = errors.New("distlock: lock lost")
 

@@ -146,7 +146,7 @@ func (q *quorum) lock(ctx context.Context, r *request) (*Lock, error) {
 			return nil, gaveUp(r.key, ctx.Err(), err)
 		}
 	}
-	n := q.c.notify()
+	n := q.c.ensureNotifier()
 	if n == nil {
 		return nil, notObtained(r.key, ErrClosed)
 	}

@@ -88,7 +88,7 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 	var lastErr error
 	for {
 		if mode != modeTry && w == nil {
-			if n = s.c.notify(); n == nil {
+			if n = s.c.ensureNotifier(); n == nil {
 				return nil, notObtained(r.key, ErrClosed)
 			}
 			w = n.join(inbox, r.hold())
