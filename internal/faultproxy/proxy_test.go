@@ -291,12 +291,23 @@ func TestCloseLeavesNothing(t *testing.T) {
 	if n := p.Conns(); n != 0 {
 		t.Fatalf("Conns() = %d after Close", n)
 	}
+	// A goroutine that has called wg.Done may still be on its way out when
+	// Close returns: give the proxy's goroutines a moment to leave.
 	buf := make([]byte, 1<<20)
-	stacks := string(buf[:runtime.Stack(buf, true)])
-	for _, g := range strings.Split(stacks, "\n\n") {
-		if strings.Contains(g, "faultproxy.(*") {
-			t.Fatalf("goroutine of the proxy left after Close:\n%s", g)
+	for deadline := time.Now().Add(time.Second); ; {
+		left := ""
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "faultproxy.(*") {
+				left = g
+			}
 		}
+		if left == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutine of the proxy left after Close:\n%s", left)
+		}
+		time.Sleep(time.Millisecond) // polling the runtime's goroutine list
 	}
 	if err := <-done; err == nil {
 		t.Fatal("BLPOP succeeded through a closed proxy")
