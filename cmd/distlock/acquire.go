@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -13,13 +14,13 @@ import (
 // acquire takes the lock for the keeper, held on behalf of the runner pid,
 // or says why not on stderr and returns nil and the exit code. ctx ends when
 // the runner gives up waiting; the runner reports that itself.
-func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, stderr io.Writer) (*distlock.Lock, int) {
+func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log *runLog) (*distlock.Lock, int) {
 	opts := cfg.lockOptions(pid)
 	start := time.Now()
 	var (
 		lock   *distlock.Lock
 		err    error
-		waited string // " after waiting 1.2s", said with -v
+		waited time.Duration // said with -v
 	)
 	switch {
 	case cfg.wait == 0:
@@ -27,8 +28,8 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, std
 	case cfg.verbose:
 		// A first try, to say who holds the lock before waiting for it.
 		if lock, err = conn.locks.TryLock(ctx, cfg.key, opts...); errors.Is(err, distlock.ErrNotObtained) {
-			lock, err = waitVerbose(ctx, cfg, conn, opts, start, stderr)
-			waited = waitedText(time.Since(start))
+			lock, err = waitVerbose(ctx, cfg, conn, opts, start, log)
+			waited = time.Since(start)
 		}
 	default:
 		lock, err = lockWithin(ctx, cfg, conn, opts, start)
@@ -36,18 +37,21 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, std
 	switch {
 	case err == nil:
 		if cfg.verbose {
-			fmt.Fprintf(stderr, "distlock run: took %q (fence %d)%s\n", cfg.key, lock.Fence(), waited)
+			log.info(evAcquired, fmt.Sprintf("took %q (fence %d)%s", cfg.key, lock.Fence(), waitedText(waited)),
+				aFence(lock.Fence()), aWaited(waited))
 		}
 		return lock, exitOK
 	case ctx.Err() != nil:
 		return nil, exitNotObtained
 	case errors.Is(err, distlock.ErrNotObtained) && !quorumUnreachable(err):
-		fmt.Fprintf(stderr, "distlock run: %q %s%s; not run\n", cfg.key, holderText(conn, cfg.key), waitedText(cfg.wait))
+		text, holder := holderText(conn, cfg.key)
+		log.warn(evNotObtained, fmt.Sprintf("%q %s%s; not run", cfg.key, text, waitedText(cfg.wait)),
+			append(holder, aWait(max(cfg.wait, 0)))...)
 		return nil, exitNotObtained
 	case errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidOption) || errors.Is(err, distlock.ErrInvalidTTL):
-		return nil, fail(stderr, "run", err, exitUsage)
+		return nil, log.fail(err, exitUsage)
 	}
-	return nil, fail(stderr, "run", conn.redisError(err), exitRedis)
+	return nil, log.fail(conn.redisError(err), exitRedis)
 }
 
 // lockWithin waits for the lock, up to --wait after start.
@@ -62,14 +66,17 @@ func lockWithin(ctx context.Context, cfg *runConfig, conn *connection, opts []di
 
 // waitVerbose is lockWithin for -v: it says once who holds the lock and,
 // on a terminal, shows how long it has waited so far.
-func waitVerbose(ctx context.Context, cfg *runConfig, conn *connection, opts []distlock.Option, start time.Time, stderr io.Writer) (*distlock.Lock, error) {
+func waitVerbose(ctx context.Context, cfg *runConfig, conn *connection, opts []distlock.Option, start time.Time, log *runLog) (*distlock.Lock, error) {
 	upTo := ""
 	if cfg.wait > 0 {
 		upTo = " up to " + cfg.wait.String()
 	}
-	fmt.Fprintf(stderr, "distlock run: %q %s; waiting%s\n", cfg.key, holderText(conn, cfg.key), upTo)
-	if isTerminal(stderr) {
-		stop := showProgress(stderr, cfg.key, start)
+	text, holder := holderText(conn, cfg.key)
+	log.info(evWaiting, fmt.Sprintf("%q %s; waiting%s", cfg.key, text, upTo), holder...)
+	// The line rewritten in place is for a person at a terminal, not for
+	// the one-object-per-line JSON stream.
+	if log.json == nil && isTerminal(log.w) {
+		stop := showProgress(log.w, cfg.key, start)
 		defer stop()
 	}
 	return lockWithin(ctx, cfg, conn, opts, start)
@@ -122,14 +129,16 @@ func waitedText(wait time.Duration) string {
 	return ""
 }
 
-// holderText describes who holds key, for the "not obtained" message.
-func holderText(conn *connection, key string) string {
+// holderText describes who holds key, for the "not obtained" message, as
+// text and as JSON attributes.
+func holderText(conn *connection, key string) (string, []slog.Attr) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	info, err := conn.locks.Inspect(ctx, key)
 	if err != nil || !info.Held() {
-		return "is held by another owner"
+		return "is held by another owner", nil
 	}
+	attrs := []slog.Attr{slog.Int64("holder_fence", info.Fence), slog.String("holder", info.Meta)}
 	s := fmt.Sprintf("is held (fence %d", info.Fence)
 	if info.Meta != "" {
 		s += ", " + info.Meta
@@ -137,5 +146,5 @@ func holderText(conn *connection, key string) string {
 	if !info.Since.IsZero() {
 		s += ", for " + time.Since(info.Since).Round(time.Second).String()
 	}
-	return s + ")"
+	return s + ")", attrs
 }

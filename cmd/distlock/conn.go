@@ -142,7 +142,7 @@ type connection struct {
 }
 
 // open connects to the one Redis deployment the flags name.
-func (c *connFlags) open() (*connection, error) {
+func (c *connFlags) open(opts ...distlock.ClientOption) (*connection, error) {
 	targets, err := c.targets()
 	if err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func (c *connFlags) open() (*connection, error) {
 	}
 	rdb := targets[0].client()
 	return &connection{
-		locks:   distlock.New(rdb, distlock.WithKeyPrefix(c.prefix)),
+		locks:   distlock.New(rdb, append([]distlock.ClientOption{distlock.WithKeyPrefix(c.prefix)}, opts...)...),
 		rdbs:    []redis.UniversalClient{rdb},
 		targets: targets,
 	}, nil
@@ -163,7 +163,7 @@ func (c *connFlags) open() (*connection, error) {
 const minQuorum = 3
 
 // openQuorum connects to independent servers for a majority lock.
-func (c *connFlags) openQuorum() (*connection, error) {
+func (c *connFlags) openQuorum(opts ...distlock.ClientOption) (*connection, error) {
 	targets, err := c.targets()
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func (c *connFlags) openQuorum() (*connection, error) {
 		rdbs[i] = t.client()
 	}
 	return &connection{
-		locks:   distlock.NewQuorum(rdbs, distlock.WithKeyPrefix(c.prefix)),
+		locks:   distlock.NewQuorum(rdbs, append([]distlock.ClientOption{distlock.WithKeyPrefix(c.prefix)}, opts...)...),
 		rdbs:    rdbs,
 		targets: targets,
 	}, nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,7 +10,7 @@ import (
 
 // front is the runner: it has its keeper take the lock, runs COMMAND under
 // it and returns distlock's exit code.
-func front(cfg *runConfig, args []string, stderr io.Writer) int {
+func front(cfg *runConfig, args []string, log *runLog) int {
 	tty := controllingTerminal()
 	if tty != nil {
 		// Taking the terminal back from a stopped or finished COMMAND is
@@ -32,22 +31,22 @@ func front(cfg *runConfig, args []string, stderr io.Writer) int {
 
 	k, err := startKeeper(args)
 	if err != nil {
-		return fail(stderr, "run", fmt.Errorf("cannot start the lock keeper: %w", err), exitRedis)
+		return log.fail(fmt.Errorf("cannot start the lock keeper: %w", err), exitRedis)
 	}
-	g, code := waitLocked(cfg, k, sigs, tty, stderr)
+	g, code := waitLocked(cfg, k, sigs, tty, log)
 	if g == nil {
 		return code
 	}
-	j, code := startJob(cfg, g, tty, k, stderr)
+	j, code := startJob(cfg, g, tty, k, log)
 	if j == nil {
 		return code
 	}
-	return supervise(cfg, j, k, sigs, stderr)
+	return supervise(cfg, j, k, sigs, log)
 }
 
 // waitLocked waits until the keeper holds the lock, or returns nil and the
 // exit code: the keeper's, which has said why, or 128+N for a signal.
-func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *terminal, stderr io.Writer) (*grant, int) {
+func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *terminal, log *runLog) (*grant, int) {
 	for {
 		select {
 		case sig := <-sigs:
@@ -55,11 +54,11 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 				continue
 			}
 			k.abandon()
-			fmt.Fprintf(stderr, "distlock run: %v while waiting for %q; not run\n", sig, cfg.key)
+			log.warn(evInterrupted, fmt.Sprintf("%v while waiting for %q; not run", sig, cfg.key), aSignal(sig))
 			return nil, exitBySignal(sig.(syscall.Signal), tty)
 		case line, ok := <-k.lines:
 			if !ok {
-				return nil, k.exitCode(stderr)
+				return nil, k.exitCode(log)
 			}
 			if g, ok := parseGrant(line); ok {
 				return g, exitOK
@@ -71,7 +70,7 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 // supervise waits for COMMAND to end while passing signals on, relaying job
 // control on a terminal and stopping COMMAND if the keeper dies; the keeper
 // itself stops COMMAND on a loss.
-func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, stderr io.Writer) int {
+func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log *runLog) int {
 	var (
 		lost       bool // the lock is lost or its keeper is gone: COMMAND is being stopped
 		keeperGone bool
@@ -97,15 +96,17 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, std
 				}
 				lost = true
 				j.terminate()
-				fmt.Fprintf(stderr, "distlock run: the lock keeper of %q died (%v); stopping %s: SIGTERM now, SIGKILL in %v\n",
-					cfg.key, keeperState(k), cfg.command[0], cfg.grace)
+				state := keeperState(k)
+				log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %q died (%v); stopping %s: SIGTERM now, SIGKILL in %v",
+					cfg.key, state, cfg.command[0], cfg.grace), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
 				t := time.NewTimer(cfg.grace)
 				defer t.Stop()
 				killAt = t.C
 			}
 		case <-killAt:
 			killAt = nil
-			fmt.Fprintf(stderr, "distlock run: %s still running %v after SIGTERM; sending SIGKILL\n", cfg.command[0], cfg.grace)
+			log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
+				aCommand(cfg.command[0]), aGrace(cfg.grace))
 			j.signal(syscall.SIGKILL)
 		case ev := <-j.events:
 			switch {

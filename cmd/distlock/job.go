@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -31,10 +30,10 @@ func (e jobEvent) ended() bool { return e.err != nil || e.ws.Exited() || e.ws.Si
 
 // startJob starts COMMAND for grant g. On failure it has the keeper release
 // the lock, says why and returns nil and the exit code.
-func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, stderr io.Writer) (*job, int) {
+func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLog) (*job, int) {
 	cannot := func(err error, code int) (*job, int) {
 		k.finish()
-		fmt.Fprintf(stderr, "distlock run: cannot run %s: %v\n", cfg.command[0], err)
+		log.error(evCannotRun, fmt.Sprintf("cannot run %s: %v", cfg.command[0], err), aCommand(cfg.command[0]), aError(err))
 		return nil, code
 	}
 	path, err := exec.LookPath(cfg.command[0])
@@ -64,7 +63,7 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, stderr io.
 			sys.Foreground, sys.Ctty = true, tty.fd
 		}
 	}
-	argv := append([]string{os.Args[0], execCmd, unignore, path}, cfg.command...)
+	argv := append([]string{os.Args[0], execCmd, unignore, string(cfg.logs), cfg.key, path}, cfg.command...)
 	env := append(os.Environ(),
 		"DISTLOCK_KEY="+cfg.key,
 		"DISTLOCK_FENCE="+strconv.FormatInt(g.fence, 10),

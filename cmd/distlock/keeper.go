@@ -31,7 +31,6 @@ func runKeeper(args []string) int {
 	// be left without its lock.
 	signal.Ignore(syscall.SIGPIPE)
 	setProcessName("distlock")
-	stderr := os.Stderr
 	if len(args) < 1 {
 		return exitUsage
 	}
@@ -41,15 +40,20 @@ func runKeeper(args []string) int {
 	}
 	cfg, err := parseRunArgs(args[1:])
 	if err != nil {
-		return fail(stderr, "run", err, exitUsage)
+		return newRunLog(cfg.logs, "", os.Stderr).fail(err, exitUsage)
 	}
+	log := newRunLog(cfg.logs, cfg.key, os.Stderr)
 	open := cfg.conn.open
 	if cfg.quorum {
 		open = cfg.conn.openQuorum
 	}
-	conn, err := open()
+	var opts []distlock.ClientOption
+	if l := log.library(cfg.verbose); l != nil {
+		opts = append(opts, distlock.WithLogger(l))
+	}
+	conn, err := open(opts...)
 	if err != nil {
-		return fail(stderr, "run", err, exitUsage)
+		return log.fail(err, exitUsage)
 	}
 	defer conn.Close()
 
@@ -63,13 +67,13 @@ func runKeeper(args []string) int {
 		case <-ctx.Done():
 		}
 	}()
-	lock, code := acquire(ctx, cfg, conn, runner, stderr)
+	lock, code := acquire(ctx, cfg, conn, runner, log)
 	cancel()
 	if lock == nil {
 		return code
 	}
 	fmt.Fprintf(os.Stdout, "locked %d %s\n", lock.Fence(), lock.Token())
-	return keep(cfg, lock, lines, runner, stderr)
+	return keep(cfg, lock, lines, runner, log)
 }
 
 // readLines delivers the runner's messages; both channels close at EOF.
@@ -87,7 +91,7 @@ func readLines(r io.Reader) (<-chan string, <-chan struct{}) {
 }
 
 // keep holds the lock while COMMAND runs and returns the keeper's exit code.
-func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, stderr io.Writer) int {
+func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, log *runLog) int {
 	var (
 		pgid    int // COMMAND's process group, once the runner has said
 		lostErr error
@@ -105,11 +109,12 @@ func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, 
 				// started): nothing may run on without it.
 				if pgid != 0 {
 					_ = syscall.Kill(-pgid, syscall.SIGKILL)
-					fmt.Fprintf(stderr, "distlock run: the runner of %q died; killed %s's process group\n", cfg.key, cfg.command[0])
+					log.error(evRunnerDied, fmt.Sprintf("the runner of %q died; killed %s's process group", cfg.key, cfg.command[0]),
+						aCommand(cfg.command[0]))
 					waitGone(pgid)
 				}
 				if lostErr == nil {
-					_ = release(cfg, lock, stderr)
+					_ = release(cfg, lock, log)
 				}
 				return exitOK
 			case verb == "pid":
@@ -126,8 +131,9 @@ func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, 
 					reply("lost")
 					return exitLost
 				}
-				if err := release(cfg, lock, stderr); errors.Is(err, distlock.ErrNotHeld) {
-					fmt.Fprintf(stderr, "distlock run: lock %q was lost before %s finished (%v)\n", cfg.key, cfg.command[0], lock.Err())
+				if err := release(cfg, lock, log); errors.Is(err, distlock.ErrNotHeld) {
+					log.error(evLost, fmt.Sprintf("lock %q was lost before %s finished (%v)", cfg.key, cfg.command[0], lock.Err()),
+						aFence(lock.Fence()), aCause(lock.Err()), aCommand(cfg.command[0]))
 					reply("notheld")
 					return exitLost
 				}
@@ -137,8 +143,8 @@ func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, 
 		case <-lost:
 			lost, lostErr = nil, lock.Err()
 			reply("lost")
-			fmt.Fprintf(stderr, "distlock run: lock %q lost (%v); stopping %s: SIGTERM now, SIGKILL in %v\n",
-				cfg.key, lostErr, cfg.command[0], cfg.grace)
+			log.error(evLost, fmt.Sprintf("lock %q lost (%v); stopping %s: SIGTERM now, SIGKILL in %v", cfg.key, lostErr, cfg.command[0], cfg.grace),
+				aFence(lock.Fence()), aCause(lostErr), aCommand(cfg.command[0]), aGrace(cfg.grace))
 			if pgid > 0 {
 				_ = syscall.Kill(-pgid, syscall.SIGTERM)
 				_ = syscall.Kill(-pgid, syscall.SIGCONT) // a suspended job must run to end
@@ -150,7 +156,8 @@ func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, 
 		case <-killAt:
 			killAt = nil
 			if pgid > 0 && groupRunning(pgid) {
-				fmt.Fprintf(stderr, "distlock run: %s still running %v after SIGTERM; sending SIGKILL\n", cfg.command[0], cfg.grace)
+				log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
+					aCommand(cfg.command[0]), aGrace(cfg.grace))
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
 				_ = syscall.Kill(runner, syscall.SIGCONT)
 			}
@@ -168,17 +175,18 @@ func waitGone(pgid int) {
 
 // release gives the lock back; a Redis error only costs the lease running
 // out, so it is reported and otherwise ignored.
-func release(cfg *runConfig, lock *distlock.Lock, stderr io.Writer) error {
+func release(cfg *runConfig, lock *distlock.Lock, log *runLog) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := lock.Release(ctx)
 	switch {
 	case err == nil:
 		if cfg.verbose {
-			fmt.Fprintf(stderr, "distlock run: released %q\n", cfg.key)
+			log.info(evReleased, fmt.Sprintf("released %q", cfg.key), aFence(lock.Fence()))
 		}
 	case !errors.Is(err, distlock.ErrNotHeld):
-		fmt.Fprintf(stderr, "distlock run: warning: release %q: %v (it expires within %v)\n", cfg.key, err, cfg.ttl)
+		log.warn(evReleaseFail, fmt.Sprintf("warning: release %q: %v (it expires within %v)", cfg.key, err, cfg.ttl),
+			aFence(lock.Fence()), aError(err), aTTL(cfg.ttl))
 	}
 	return err
 }

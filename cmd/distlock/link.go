@@ -175,11 +175,12 @@ func (k *keeperLink) waitExit() {
 // exitCode waits for the keeper to exit and returns its exit code, having
 // explained a keeper that died of a signal (a keeper that exits explains
 // itself).
-func (k *keeperLink) exitCode(stderr io.Writer) int {
+func (k *keeperLink) exitCode(log *runLog) int {
 	k.waitExit()
 	if ps := k.cmd.ProcessState; ps != nil && ps.Exited() {
 		return ps.ExitCode()
 	}
-	fmt.Fprintf(stderr, "distlock run: the lock keeper died (%v); not run\n", k.cmd.ProcessState)
+	state := k.cmd.ProcessState.String()
+	log.error(evKeeperDied, fmt.Sprintf("the lock keeper died (%v); not run", state), aState(state))
 	return exitRedis
 }

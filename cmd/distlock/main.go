@@ -53,7 +53,8 @@ machines never run it at once.
 
 Commands:
   run KEY -- COMMAND [ARGS...]   run COMMAND while holding the lock KEY
-  status [KEY or PATTERN]        show held locks (--json for scripts)
+  status [KEY or PATTERN]        show held locks (--json for scripts,
+                                 --watch for a live view)
   release --force KEY            delete a lock whoever holds it
   demo                           oversell an inventory with and without a lock
   help [COMMAND]                 show help for distlock or a command
@@ -67,8 +68,9 @@ Sentinel, Cluster).
 Examples:
   # a cron job that runs on exactly one of many machines each time
   distlock run -n nightly-report -- /usr/local/bin/report --daily
-  # who holds which lock
+  # who holds which lock, now and live
   distlock status
+  distlock status --watch
   # free a lock whose holder is known to be dead
   distlock release --force nightly-report
 

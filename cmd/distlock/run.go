@@ -66,7 +66,14 @@ Flags (anywhere before --):
                     (default metadata: host=HOST pid=PID cmd=COMMAND)
   -v, --verbose     report on stderr who holds KEY while waiting (on a
                     terminal also for how long), and when the lock is
-                    taken and released
+                    taken and released; with it the library also reports
+                    renewals that got no answer and the cause of a loss
+  --log-format text|json
+                    json: every message distlock itself writes on stderr
+                    (the ones above, waiting, loss, stop and warnings) is
+                    one JSON object per line: time, level, msg, event,
+                    key, and the event's fields (fence, cause, command,
+                    grace, ...; durations in nanoseconds). Default text.
 DURATION is a Go duration (500ms, 30s, 5m, 1h30m) or plain seconds (2.5).
 
 ` + connHelp + `
@@ -82,6 +89,8 @@ Examples:
   # several machines, a TLS server with an ACL user, password from the env
   export DISTLOCK_REDIS_URL='rediss://cron:s3cret@redis.internal:6380'
   distlock run --tls-ca /etc/ssl/redis-ca.pem -n cleanup -- ./cleanup
+  # machine-readable messages for a log collector
+  distlock run --log-format json -n cleanup -- ./cleanup 2>> /var/log/cleanup.jsonl
 
 Exit status: COMMAND's, or 64 usage, 69 Redis error, 75 not obtained
 within --wait, 79 lock lost while COMMAND ran, 126 COMMAND cannot be
@@ -109,13 +118,16 @@ type runConfig struct {
 	fair    bool
 	quorum  bool
 	verbose bool
+	logs    logFormat
 }
 
 // parseRunArgs parses the arguments after "run". Flags may come anywhere
 // before "--"; without "--", the first argument after KEY that is not a
-// flag starts COMMAND ("run k sh -c 'exit 3'").
+// flag starts COMMAND ("run k sh -c 'exit 3'"). With an error it returns
+// the config as far as it was read, so that the error can be reported in the
+// --log-format asked for (if that came before the error).
 func parseRunArgs(args []string) (*runConfig, error) {
-	cfg := &runConfig{}
+	cfg := &runConfig{logs: logText}
 	fs := newFlagSet("run")
 	cfg.conn.register(fs)
 	wait := durationFlag{d: -1, forever: true}
@@ -132,16 +144,22 @@ func parseRunArgs(args []string) (*runConfig, error) {
 	fs.BoolVar(&cfg.quorum, "quorum", false, "")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "")
 	fs.BoolVar(&cfg.verbose, "v", false, "")
+	fs.Var(&cfg.logs, "log-format", "")
 	pos, rest, err := parseInterspersed(fs, args, func(pos []string) bool { return len(pos) == 2 })
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = cfg.check(fs, pos, rest, wait, ttl, grace)
 	}
+	return cfg, err
+}
+
+// check completes cfg from what parseRunArgs parsed, or says what is wrong.
+func (cfg *runConfig) check(fs *flag.FlagSet, pos, rest []string, wait, ttl, grace durationFlag) error {
 	switch len(pos) {
 	case 0:
 		if rest != nil {
-			return nil, usagef("missing KEY before --: distlock run [FLAGS] KEY -- COMMAND [ARGS...]")
+			return usagef("missing KEY before --: distlock run [FLAGS] KEY -- COMMAND [ARGS...]")
 		}
-		return nil, usagef("missing KEY and COMMAND: distlock run [FLAGS] KEY -- COMMAND [ARGS...]")
+		return usagef("missing KEY and COMMAND: distlock run [FLAGS] KEY -- COMMAND [ARGS...]")
 	case 1:
 		cfg.command = rest
 	case 2:
@@ -149,23 +167,23 @@ func parseRunArgs(args []string) (*runConfig, error) {
 	}
 	cfg.key = pos[0]
 	if len(cfg.command) == 0 {
-		return nil, usagef("missing COMMAND after KEY %q: distlock run [FLAGS] KEY -- COMMAND [ARGS...]", cfg.key)
+		return usagef("missing COMMAND after KEY %q: distlock run [FLAGS] KEY -- COMMAND [ARGS...]", cfg.key)
 	}
 	cfg.wait, cfg.ttl, cfg.grace = wait.d, ttl.d, grace.d
 	if cfg.key == "" || len(cfg.key) > distlock.MaxKeyLen {
-		return nil, usagef("KEY must be 1 to %d bytes", distlock.MaxKeyLen)
+		return usagef("KEY must be 1 to %d bytes", distlock.MaxKeyLen)
 	}
 	if ttl.forever || grace.forever {
-		return nil, usagef("--ttl and --grace need a duration")
+		return usagef("--ttl and --grace need a duration")
 	}
 	if cfg.ttl < minTTL || cfg.ttl > distlock.MaxTTL {
-		return nil, usagef("--ttl %v: must be at least %s (the lease is renewed every third of it, and a shorter one is lost to one slow round trip) and at most %v",
+		return usagef("--ttl %v: must be at least %s (the lease is renewed every third of it, and a shorter one is lost to one slow round trip) and at most %v",
 			cfg.ttl, minTTLText, distlock.MaxTTL)
 	}
 	if isSet(fs, "owner") && cfg.owner == "" {
-		return nil, usagef("--owner needs a non-empty ID")
+		return usagef("--owner needs a non-empty ID")
 	}
-	return cfg, nil
+	return nil
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {
@@ -219,7 +237,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err != nil {
-		return fail(stderr, "run", err, exitUsage)
+		return newRunLog(cfg.logs, "", stderr).fail(err, exitUsage)
 	}
-	return front(cfg, args, stderr)
+	return front(cfg, args, newRunLog(cfg.logs, cfg.key, stderr))
 }

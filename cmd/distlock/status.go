@@ -29,7 +29,19 @@ release channel (quorum waiters); HOLDER, the holder's metadata (host, pid,
 command).
 
 Flags:
-  --json   print JSON for scripts (schema below) instead of the table
+  --json             print JSON for scripts (schema below) instead of the
+                     table
+  --watch            keep showing the locks, refreshed every --interval,
+                     until Ctrl-C (or SIGTERM, SIGHUP) or stdout closes;
+                     exit status 0. On a terminal the table is redrawn in
+                     place; elsewhere (a pipe, a file, TERM=dumb) a table
+                     is printed per refresh, under its time and followed by
+                     a blank line; with --json, one snapshot object per
+                     line per refresh (below). A Redis error after the
+                     first refresh is shown and retried, not fatal.
+  --interval DURATION
+                     time between refreshes of --watch (default 1s, at
+                     least ` + minIntervalText + `)
 
 ` + connHelp + `
 JSON schema (stable: fields are only ever added):
@@ -49,31 +61,58 @@ JSON schema (stable: fields are only ever added):
      "listening": number    connections on the shared release channel (quorum waiters)
   }]}
   Locks are sorted by key; a free KEY gives {"locks": []}.
+  With --watch, each refresh is one line, the same object with the time
+  of the refresh (RFC 3339, UTC) added:
+  {"time": "2025-06-03T09:41:07.512Z", "locks": [...]}
 
 Examples:
   distlock status                      # every held lock
   distlock status nightly-report       # one lock
   distlock status 'deploy:*' --json | jq -r '.locks[] | "\(.key) \(.host)"'
+  distlock status --watch 'deploy:*'   # a live view; Ctrl-C to quit
+  distlock status --watch --json --interval 5s >> locks.jsonl
 
 Exit status: 0 if a lock was shown, 1 if none matched, 64 usage,
-69 Redis error.
+69 Redis error. With --watch: 0 when stopped by a signal or a closed
+stdout, 1 if stdout cannot be written otherwise, 64 usage, 69 if the first
+refresh fails.
 `
 
 // statusConfig is a parsed `distlock status` command line.
 type statusConfig struct {
-	conn    connFlags
-	pattern string // "" for all
-	json    bool
+	conn     connFlags
+	pattern  string // "" for all
+	json     bool
+	watch    bool
+	interval time.Duration // between refreshes of --watch
 }
+
+// minInterval is the shortest --interval: each refresh is a Redis round
+// trip (a keyspace scan for a pattern), and a faster redraw shows nothing
+// a person could read.
+const (
+	minInterval     = 100 * time.Millisecond
+	minIntervalText = "100ms"
+)
 
 func parseStatusArgs(args []string) (*statusConfig, error) {
 	cfg := &statusConfig{}
 	fs := newFlagSet("status")
 	cfg.conn.register(fs)
 	fs.BoolVar(&cfg.json, "json", false, "")
+	fs.BoolVar(&cfg.watch, "watch", false, "")
+	interval := durationFlag{d: time.Second}
+	fs.Var(&interval, "interval", "")
 	pos, rest, err := parseInterspersed(fs, args, nil)
 	if err != nil {
 		return nil, err
+	}
+	cfg.interval = interval.d
+	if isSet(fs, "interval") && !cfg.watch {
+		return nil, usagef("--interval is for --watch")
+	}
+	if cfg.interval < minInterval {
+		return nil, usagef("--interval %v: must be at least %s", cfg.interval, minIntervalText)
 	}
 	pos = append(pos, rest...)
 	if len(pos) > 1 {
@@ -104,25 +143,13 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "status", err, exitUsage)
 	}
 	defer conn.Close()
+	if cfg.watch {
+		return watchStatus(cfg, conn, stdout, stderr)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	var (
-		infos []distlock.LockInfo
-		free  *distlock.LockInfo // a free KEY, to say so
-	)
-	if isPattern(cfg.pattern) {
-		infos, err = conn.locks.List(ctx, cfg.pattern)
-	} else {
-		var info distlock.LockInfo
-		if info, err = conn.locks.Inspect(ctx, cfg.pattern); err == nil {
-			if info.Held() {
-				infos = []distlock.LockInfo{info}
-			} else {
-				free = &info
-			}
-		}
-	}
+	infos, free, err := query(ctx, cfg, conn)
 	if err != nil {
 		return fail(stderr, "status", conn.redisError(err), exitRedis)
 	}
@@ -137,6 +164,23 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		return exitNone
 	}
 	return exitOK
+}
+
+// query reads the locks cfg asks for; free is the KEY asked for when it is
+// free, to say so.
+func query(ctx context.Context, cfg *statusConfig, conn *connection) (infos []distlock.LockInfo, free *distlock.LockInfo, err error) {
+	if isPattern(cfg.pattern) {
+		infos, err = conn.locks.List(ctx, cfg.pattern)
+		return infos, nil, err
+	}
+	info, err := conn.locks.Inspect(ctx, cfg.pattern)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case info.Held():
+		return []distlock.LockInfo{info}, nil, nil
+	}
+	return nil, &info, nil
 }
 
 // lockJSON is one lock in `status --json`; see statusUsage for the schema.
@@ -161,7 +205,7 @@ func toJSON(in distlock.LockInfo) lockJSON {
 		Queued: in.Queued, Listening: in.Listening,
 	}
 	if !in.Since.IsZero() {
-		s := in.Since.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		s := in.Since.UTC().Format(jsonTime)
 		j.Since = &s
 	}
 	fields := metaFields(in.Meta)
@@ -170,13 +214,21 @@ func toJSON(in distlock.LockInfo) lockJSON {
 	return j
 }
 
+// jsonTime is how times appear in JSON: RFC 3339 in UTC, in milliseconds.
+const jsonTime = "2006-01-02T15:04:05.000Z07:00"
+
+func locksJSON(infos []distlock.LockInfo) []lockJSON {
+	locks := make([]lockJSON, 0, len(infos))
+	for _, in := range infos {
+		locks = append(locks, toJSON(in))
+	}
+	return locks
+}
+
 func writeStatusJSON(w io.Writer, infos []distlock.LockInfo) error {
 	out := struct {
 		Locks []lockJSON `json:"locks"`
-	}{Locks: make([]lockJSON, 0, len(infos))}
-	for _, in := range infos {
-		out.Locks = append(out.Locks, toJSON(in))
-	}
+	}{Locks: locksJSON(infos)}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// refreshTimeout bounds one refresh of --watch: a Redis that stopped
+// answering must not freeze the view without saying so.
+const refreshTimeout = 10 * time.Second
+
+// watchStatus is `distlock status --watch`: it refreshes the view every
+// cfg.interval until a signal or a closed stdout ends it (exit 0).
+func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	// A closed stdout (`| head`) gives EPIPE, which ends the watch quietly,
+	// instead of killing distlock with SIGPIPE.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+
+	v := newWatchView(cfg, stdout)
+	tick := time.NewTicker(cfg.interval)
+	defer tick.Stop()
+	down := false // the last refresh failed on Redis
+	for first := true; ; first = false {
+		qctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+		infos, free, err := query(qctx, cfg, conn)
+		cancel()
+		now := time.Now()
+		var werr error // writing to stdout
+		switch {
+		case ctx.Err() != nil:
+			return exitOK
+		case err != nil && first:
+			// Most likely a wrong URL or a server that is down: say so at
+			// once rather than show an empty view.
+			return fail(stderr, "status", conn.redisError(err), exitRedis)
+		case err != nil:
+			werr = v.problem(now, conn.redisError(err), !down, stderr)
+			down = true
+		default:
+			if down && v.mode != viewScreen {
+				fmt.Fprintln(stderr, "distlock status: Redis answers again")
+			}
+			down = false
+			werr = v.show(now, infos, free)
+		}
+		if errors.Is(werr, syscall.EPIPE) {
+			return exitOK // the reader is gone: nothing left to do
+		}
+		if werr != nil {
+			return fail(stderr, "status", fmt.Errorf("writing to stdout: %w", werr), exitNone)
+		}
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-tick.C:
+		}
+	}
+}
+
+// viewMode is how --watch shows each refresh.
+type viewMode int
+
+const (
+	viewBlocks viewMode = iota // a table per refresh, for pipes and files
+	viewScreen                 // one table redrawn in place on a terminal
+	viewJSON                   // one JSON object per line
+)
+
+// watchView shows the refreshes of --watch on w.
+type watchView struct {
+	cfg  *statusConfig
+	w    io.Writer
+	fd   int // w's descriptor, to ask a terminal its size; -1 if none
+	mode viewMode
+}
+
+func newWatchView(cfg *statusConfig, w io.Writer) *watchView {
+	v := &watchView{cfg: cfg, w: w, fd: -1}
+	switch {
+	case cfg.json:
+		v.mode = viewJSON
+	case isTerminal(w) && cursorAddressing():
+		v.mode = viewScreen
+		v.fd = int(w.(*os.File).Fd())
+	}
+	return v
+}
+
+// cursorAddressing tells whether the terminal understands the ANSI
+// sequences the screen view uses. TERM=dumb (Emacs shells, some CI logs)
+// does not: there, tables are printed one after another.
+func cursorAddressing() bool {
+	term := os.Getenv("TERM")
+	return term != "" && term != "dumb"
+}
+
+// show writes one refresh.
+func (v *watchView) show(now time.Time, infos []distlock.LockInfo, free *distlock.LockInfo) error {
+	if v.mode == viewJSON {
+		b, err := json.Marshal(struct {
+			Time  string     `json:"time"`
+			Locks []lockJSON `json:"locks"`
+		}{now.UTC().Format(jsonTime), locksJSON(infos)})
+		if err != nil {
+			return err
+		}
+		_, err = v.w.Write(append(b, '\n'))
+		return err
+	}
+	var table bytes.Buffer
+	writeStatusTable(&table, infos, v.cfg.pattern, free)
+	return v.draw(now, table.String())
+}
+
+// problem shows a failed refresh: in the frame on a terminal, else once on
+// stderr when Redis stops answering (the view itself keeps its last state).
+func (v *watchView) problem(now time.Time, err error, started bool, stderr io.Writer) error {
+	if v.mode == viewScreen {
+		return v.draw(now, fmt.Sprintf("%v\nretrying every %v\n", err, v.cfg.interval))
+	}
+	if started {
+		fmt.Fprintf(stderr, "distlock status: %v\nretrying every %v\n", err, v.cfg.interval)
+	}
+	return nil
+}
+
+// draw writes body (lines ending in "\n") under a header with the time.
+func (v *watchView) draw(now time.Time, body string) error {
+	stamp := now.Format("2006-01-02 15:04:05")
+	if v.mode == viewBlocks {
+		_, err := io.WriteString(v.w, stamp+"\n"+body+"\n")
+		return err
+	}
+	header := stamp + "  every " + v.cfg.interval.String() + "  (Ctrl-C quits)"
+	lines := append([]string{header, ""}, strings.Split(strings.TrimSuffix(body, "\n"), "\n")...)
+	cols, rows := windowSize(v.fd)
+	_, err := v.w.Write(frame(lines, cols, rows))
+	return err
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// snapshot is one line of `status --watch --json`.
+type snapshot struct {
+	Time  string     `json:"time"`
+	Locks []lockJSON `json:"locks"`
+}
+
+// nextSnapshot waits for the next complete line of p's stdout after the
+// first *seen bytes and parses it as a snapshot.
+func nextSnapshot(t *testing.T, p *proc, seen *int, within time.Duration) snapshot {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		out := p.stdout.String()[*seen:]
+		if i := strings.IndexByte(out, '\n'); i >= 0 {
+			*seen += i + 1
+			var s snapshot
+			if err := json.Unmarshal([]byte(out[:i]), &s); err != nil {
+				t.Fatalf("not a JSON snapshot line: %v: %q", err, out[:i])
+			}
+			if _, err := time.Parse(time.RFC3339Nano, s.Time); err != nil || s.Locks == nil {
+				t.Fatalf("snapshot without time or locks: %q", out[:i])
+			}
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot within %v; stderr: %s", within, p.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process's output
+	}
+}
+
+// snapshotUntil reads snapshots until one satisfies ok, and returns it.
+func snapshotUntil(t *testing.T, p *proc, seen *int, within time.Duration, ok func(snapshot) bool) snapshot {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s := nextSnapshot(t, p, seen, time.Until(deadline))
+		if ok(s) {
+			return s
+		}
+	}
+}
+
+func holds(key string) func(snapshot) bool {
+	return func(s snapshot) bool {
+		for _, l := range s.Locks {
+			if l.Key == key {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func free(key string) func(snapshot) bool {
+	h := holds(key)
+	return func(s snapshot) bool { return !h(s) }
+}
+
+// TestStatusWatchJSON (issue 14): one snapshot per line per refresh, which
+// follows a lock taken and released, until SIGINT ends it with status 0.
+func TestStatusWatchJSON(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 20*time.Second)
+	p := startDL(t, t.TempDir(), env, "status", "--watch", "--json", "--interval", "100ms", "watch:*")
+	seen := 0
+	first := nextSnapshot(t, p, &seen, 10*time.Second)
+	if len(first.Locks) != 0 {
+		t.Fatalf("first snapshot %+v, want no locks", first)
+	}
+	l, err := c.TryLock(ctx, "watch:a", distlock.WithMetadata("host=h1 pid=7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := snapshotUntil(t, p, &seen, 10*time.Second, holds("watch:a"))
+	if got := held.Locks[0]; got.Fence != l.Fence() || got.Owner != l.Token() || got.Host != "h1" || got.PID != 7 || got.TTLMillis <= 0 {
+		t.Fatalf("snapshot shows %+v, want the lock taken (fence %d)", got, l.Fence())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := snapshotUntil(t, p, &seen, 10*time.Second, free("watch:a"))
+	t0, _ := time.Parse(time.RFC3339Nano, held.Time)
+	t1, _ := time.Parse(time.RFC3339Nano, after.Time)
+	if !t1.After(t0) {
+		t.Fatalf("snapshot times %s then %s", held.Time, after.Time)
+	}
+	signalProc(t, p, syscall.SIGINT)
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGINT, want 0; stderr %s", code, p.stderr.String())
+	}
+	if rest := p.stdout.String()[seen:]; rest != "" && !strings.HasSuffix(rest, "\n") {
+		t.Fatalf("a partial line at the end: %q", rest)
+	}
+	if p.stderr.String() != "" {
+		t.Fatalf("stderr: %q", p.stderr.String())
+	}
+}
+
+// TestStatusWatchBlocks: off a terminal, a table per refresh under its time,
+// each followed by a blank line; SIGTERM ends it with status 0.
+func TestStatusWatchBlocks(t *testing.T) {
+	env, c, _ := server(t)
+	if _, err := c.TryLock(ctxT(t, 5*time.Second), "blocks", distlock.WithMetadata("host=h2 pid=8")); err != nil {
+		t.Fatal(err)
+	}
+	p := startDL(t, t.TempDir(), env, "status", "--watch", "--interval", "100ms")
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(p.stdout.String(), "\n\n") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no two tables within 10s: %q; stderr %s", p.stdout.String(), p.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process's output
+	}
+	signalProc(t, p, syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0; stderr %s", code, p.stderr.String())
+	}
+	out := p.stdout.String()
+	if strings.Contains(out, "\033") {
+		t.Fatalf("escape sequences off a terminal: %q", out)
+	}
+	for _, block := range strings.Split(strings.TrimSuffix(out, "\n\n"), "\n\n") {
+		lines := strings.Split(block, "\n")
+		if _, err := time.ParseInLocation("2006-01-02 15:04:05", lines[0], time.Local); err != nil || len(lines) != 3 ||
+			!strings.HasPrefix(lines[1], "KEY ") || !strings.HasPrefix(lines[2], "blocks ") || !strings.HasSuffix(lines[2], "host=h2 pid=8") {
+			t.Fatalf("block %q, want the time and the table", block)
+		}
+	}
+}
+
+// TestStatusWatchClosedStdout: a reader that goes away ends the watch with
+// status 0 (EPIPE), not a death by SIGPIPE.
+func TestStatusWatchClosedStdout(t *testing.T) {
+	env, _, _ := server(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "status", "--watch", "--json", "--interval", "100ms")
+	cmd.Env = append(cleanEnv(), env...)
+	cmd.Stdout = w
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, `{"time":`) {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	r.Close() // like `| head -1` exiting
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running 10s after its stdout closed")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 || stderr.String() != "" {
+		t.Fatalf("exit %d (%v), stderr %q; want 0 and nothing", code, cmd.ProcessState, stderr.String())
+	}
+}
+
+// TestStatusWatchRedisDown: a Redis that stops answering during the watch
+// is reported once and retried; the snapshots resume when it is back.
+func TestStatusWatchRedisDown(t *testing.T) {
+	env, _, srv := server(t)
+	p := startDL(t, t.TempDir(), env, "status", "--watch", "--json", "--interval", "100ms")
+	seen := 0
+	nextSnapshot(t, p, &seen, 10*time.Second)
+	srv.Kill()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(p.stderr.String(), "retrying every 100ms") {
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis down not reported: stderr %q", p.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process's output
+	}
+	srv.Restart(t)
+	for !strings.Contains(p.stderr.String(), "Redis answers again") {
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis back not reported: stderr %q", p.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process's output
+	}
+	seen = len(p.stdout.String())
+	nextSnapshot(t, p, &seen, 10*time.Second)
+	if n := strings.Count(p.stderr.String(), "retrying"); n != 1 {
+		t.Fatalf("the outage reported %d times, want once: %q", n, p.stderr.String())
+	}
+	signalProc(t, p, syscall.SIGINT)
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+}
+
+func TestStatusWatchUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"status", "--watch", "--interval", "0"}, "--interval 0s: must be at least 100ms"},
+		{[]string{"status", "--watch", "--interval", "50ms"}, "--interval 50ms: must be at least 100ms"},
+		{[]string{"status", "--watch", "--interval", "soon"}, "bad duration"},
+		{[]string{"status", "--interval", "1s"}, "--interval is for --watch"},
+	} {
+		code, out, stderr := dl(t, nil, tc.args...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.msg)
+		}
+	}
+}
+
+func TestFrame(t *testing.T) {
+	got := string(frame([]string{"header", "", "KEY  FENCE", "a    1", "b    2", "c    3"}, 8, 5))
+	want := "\033[Hheader\033[K\n\033[K\nKEY  FE\033[K\n... 3 more lines (enlarge the window or give a PATTERN)\033[K\n\033[J"
+	// The last line is cut to the width too.
+	want = strings.Replace(want, "... 3 more lines (enlarge the window or give a PATTERN)", "... 3 m", 1)
+	if got != want {
+		t.Fatalf("frame\n%q, want\n%q", got, want)
+	}
+	if got := string(frame([]string{"héllo wörld"}, 0, 0)); got != "\033[Hhéllo wörld\033[K\n\033[J" {
+		t.Fatalf("unknown size: %q", got)
+	}
+	if got := clip("héllo", 3); got != "hél" {
+		t.Fatalf("clip %q", got)
+	}
+}
