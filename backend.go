@@ -69,6 +69,10 @@ const (
 // Redis granted it something that must be given back.
 const cleanupTimeout = 2 * time.Second
 
+// inlineMargin is how far a caller's deadline must be for a call to run
+// inline (see detached): far beyond a healthy round trip.
+const inlineMargin = 250 * time.Millisecond
+
 // detached runs op, a Redis call made for a caller whose ctx may end first,
 // so that the caller's answer never waits for Redis past ctx: op runs in a
 // goroutine under a context that ignores ctx's cancellation and ends
@@ -77,16 +81,19 @@ const cleanupTimeout = 2 * time.Second
 // did). The goroutine counts in c.bg, which Close waits for.
 //
 // Two cases need no goroutine, whose hand-offs cost more than the call on
-// the fast path: a ctx that can never end, and a ctx with a deadline when
-// the Redis client honours deadlines (go-redis' ContextTimeoutEnabled sets
-// the socket deadlines from it). Then op runs inline under ctx, and if it
-// fails once ctx has ended, late gets that failure, since what op did in
-// Redis is unknown.
+// the fast path: a ctx that can never end, and a ctx whose deadline is at
+// least inlineMargin away when the Redis client honours deadlines (go-redis'
+// ContextTimeoutEnabled sets the socket deadlines from it). Then op runs
+// inline under ctx, and if it fails once ctx has ended, late gets that
+// failure, since what op did in Redis is unknown. A nearer deadline is not
+// run inline: go-redis drops the connection of a call cut off at its
+// deadline, and callers with short deadlines under load would make every
+// cut-off call cost a new connection.
 func detached[T any](c *Client, ctx context.Context, op func(context.Context) (T, error), late func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return op(ctx)
 	}
-	if d, ok := ctx.Deadline(); ok && c.deadlines {
+	if d, ok := ctx.Deadline(); ok && c.deadlines && time.Until(d) >= inlineMargin {
 		v, err := op(ctx)
 		// The socket deadline is ctx's: a timeout may come a hair before
 		// ctx itself reports it.

@@ -102,11 +102,15 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 		sent := time.Now()
 		rep, err := s.attempt(ctx, r, mode, again)
 		switch {
-		case err != nil && (ctx.Err() != nil || !again):
-			s.abandon(r)
-			if ctx.Err() != nil {
-				return nil, notObtained(r.key, ctx.Err())
+		case err != nil && ctx.Err() != nil:
+			// Gave up while the call was out: its late answer is undone
+			// (attempt's late), or a line entry with a deadline is skipped.
+			if again && !(r.deadline && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+				s.abandon(r)
 			}
+			return nil, notObtained(r.key, ctx.Err())
+		case err != nil && !again:
+			s.abandon(r) // what Redis did is unknown
 			return nil, err
 		case err != nil:
 			lastErr = err // already in line: keep waiting, ask again later

@@ -61,7 +61,7 @@ end
 -- connection closing (a frozen process) blocks the lock only that long; a
 -- live one extends it to its TTL if it holds the lock that long. Returns
 -- fence, token, or nil when nobody is waiting.
-local skew_ms = 2
+local skew_ms = 5
 
 -- parse_entry returns token, client, ttl, mode, tail of a line entry, or
 -- nil when its waiter gave up by its deadline (now: the releaser's clock).
