@@ -88,7 +88,7 @@ func BenchmarkHold100kLocks(b *testing.B) {
 	b.ReportMetric(float64(lost), "lost")
 	b.ReportMetric(cpu*100, "redis-cpu-%")
 	b.Logf("%d locks, ttl %v: %d goroutines added by the client (incl. go-redis), %.0f renewal commands/s (ideal %.0f), "+
-		"%.0f bytes of Redis memory per held lock (hash + fence counter), %d lost, redis-server at %.0f%% of a core",
+		"%.0f bytes of Redis memory per held lock (the grant string and its TTL), %d lost, redis-server at %.0f%% of a core",
 		n, ttl, goroutines, perSec, n/(ttl.Seconds()/3), perLock, lost, cpu*100)
 	if lost != 0 {
 		b.Fatalf("%d of %d locks lost while renewed", lost, n)
