@@ -93,7 +93,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 }
 
 // Resign gives up the leadership (a Release): the next candidate in line,
-// if any, leads at once.
+// if any, leads at once. Errors are as for Lock.Release.
 func (l *Leadership) Resign(ctx context.Context) error {
 	if l == nil || l.Lock == nil {
 		return ErrNotHeld
