@@ -124,6 +124,7 @@ func (rep *report) markdown() string {
 		})
 	rep.otherTable(&b)
 	rep.quorumTable(&b)
+	rep.primTables(&b)
 	rep.notes(&b)
 	rep.targetTable(&b)
 	return b.String()

@@ -60,8 +60,11 @@ type report struct {
 	Setup      map[string]any  `json:"setup"`
 	Rows       []*result       `json:"rows"`
 	Quorum     []*quorumResult `json:"quorum,omitempty"`
-	Targets    []target        `json:"targets"`
-	Notes      []string        `json:"notes,omitempty"`
+	// Primitives: distlock's read hold, permit and leadership against its
+	// own mutex (prim-uncontended, sem-throughput).
+	Primitives []*result `json:"primitives,omitempty"`
+	Targets    []target  `json:"targets"`
+	Notes      []string  `json:"notes,omitempty"`
 	bench      config
 }
 
@@ -89,6 +92,11 @@ func newReport(cs []contender, cfg config) *report {
 			"churn_settle":                cfg.churn.settle.String(),
 			"lease_ttl_other_scenarios":   "10s",
 			"tuned_retry_delay":           tunedDelay.String(),
+			"sem_contenders":              cfg.sem.contenders,
+			"sem_permits":                 semLimit,
+			"sem_hold":                    cfg.sem.hold.String(),
+			"sem_round":                   cfg.sem.dur.String(),
+			"sem_slices":                  cfg.sem.slices,
 			"spread":                      "p25–p75 of per-round values (linear interpolation); min/max in the JSON",
 		},
 	}
@@ -209,7 +217,9 @@ func (rep *report) finish() {
 			q.Ratios = map[string]*ratioStat{mQP50 + "/" + ref.Lib: {To: ref.Lib, spread: *sp}}
 		}
 	}
+	rep.finishPrimitives()
 	rep.judge()
+	rep.judgePrimitives()
 }
 
 // rowRef compares with one row's value in the same round.
@@ -249,6 +259,11 @@ func (rep *report) broken() []string {
 			bad = append(bad, fmt.Sprintf("%s (%d)", r.name(), r.Violations))
 		}
 	}
+	for _, r := range rep.Primitives {
+		if r.Violations > 0 {
+			bad = append(bad, fmt.Sprintf("%s (%d)", r.name(), r.Violations))
+		}
+	}
 	for _, q := range rep.Quorum {
 		if q.Violations > 0 {
 			bad = append(bad, fmt.Sprintf("%s (%d)", q.Lib, q.Violations))
@@ -264,6 +279,11 @@ func (rep *report) failed() []string {
 	var bad []string
 	for _, r := range rep.Rows {
 		if len(r.Errors) > 0 && !r.Peer {
+			bad = append(bad, r.name())
+		}
+	}
+	for _, r := range rep.Primitives {
+		if len(r.Errors) > 0 {
 			bad = append(bad, r.name())
 		}
 	}

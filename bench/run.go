@@ -90,6 +90,8 @@ func run(cfg config) (*report, error) {
 		}
 		timed("uncontended", t0)
 	}
+	prims := selectedPrimitives(cfg)
+	runPrimUncontended(cfg, rep, prims, addrs, ad, timed)
 	each("distinct", cfg.slowRounds, func(c contender, r *result, round int) error {
 		ops, v, err := runDistinct(c, addrs, cfg.distinctWorkers, cfg.distinctDur)
 		r.Violations += v
@@ -110,6 +112,7 @@ func run(cfg config) (*report, error) {
 		monitorPass(cfg, cs, rep, addrs, ad)
 		timed("cmd count", t0)
 	}
+	runSemThroughput(cfg, rep, prims, addrs, ad, timed)
 	each("pingpong", cfg.slowRounds, func(c contender, r *result, round int) error {
 		p, err := runPingPong(c, addrs[0], ad, cfg.pingDur)
 		if err == nil {
@@ -220,4 +223,73 @@ func runQuorumScenario(cfg config, rep *report) error {
 		}
 	}
 	return nil
+}
+
+// runPrimUncontended times the primitives' uncontended acquire+release with
+// the uncontended scenario's machinery (slices, warm-up, probes); each row
+// is one goroutine on a name of its own.
+func runPrimUncontended(cfg config, rep *report, prims []contender, addrs []string, ad *admin, timed func(string, time.Time)) {
+	if !cfg.scenarios["prim-uncontended"] || len(prims) == 0 {
+		return
+	}
+	t0 := time.Now()
+	for round := 1; round <= cfg.rounds; round++ {
+		order := rotated(prims, round)
+		if err := ad.flush(); err != nil {
+			for _, c := range order {
+				rep.primRow(c).fail("prim-uncontended", err)
+			}
+			continue
+		}
+		out, errs := runUncontendedRound(order, addrs, ad, cfg.uncontendedN, cfg.uncontendedSlices)
+		for i, c := range order {
+			if errs[i] != nil {
+				rep.primRow(c).fail("prim-uncontended", errs[i])
+			} else {
+				rep.primRow(c).recordPrimUncontended(round, out[i])
+			}
+		}
+	}
+	timed("prim-uncontended", t0)
+}
+
+// runSemThroughput runs the semaphore against the mutex, when the permit
+// row is selected (without it there is nothing to compare).
+func runSemThroughput(cfg config, rep *report, prims []contender, addrs []string, ad *admin, timed func(string, time.Time)) {
+	var cs []contender
+	for _, c := range prims {
+		if c.cfg == primMutex || c.cfg == primPermit {
+			cs = append(cs, c)
+		}
+	}
+	if !cfg.scenarios["sem-throughput"] || len(cs) != 2 {
+		return
+	}
+	limit := func(c contender) int32 {
+		if c.cfg == primPermit {
+			return semLimit
+		}
+		return 1
+	}
+	t0 := time.Now()
+	for round := 1; round <= cfg.rounds; round++ {
+		order := rotated(cs, round)
+		if err := ad.flush(); err != nil {
+			for _, c := range order {
+				rep.primRow(c).fail("sem-throughput", err)
+			}
+			continue
+		}
+		out, errs := runSemRound(order, addrs, ad, cfg.sem, limit)
+		for i, c := range order {
+			r := rep.primRow(c)
+			if out[i] != nil {
+				r.recordSem(round, out[i])
+			}
+			if errs[i] != nil {
+				r.fail("sem-throughput", errs[i])
+			}
+		}
+	}
+	timed("sem-throughput", t0)
 }
