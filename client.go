@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,7 +56,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = cfg.ack.validate()
 	}
 	c.deadlines = honoursDeadlines(rdb)
-	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg}
+	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg, slots: make(chan struct{}, max(poolSize(rdb)/2, 1))}
 	if isCluster(rdb) {
 		s.pub, s.pubArg = "SPUBLISH", spublishArg
 		c.counter = slotCounter(c.prefix)
@@ -84,6 +85,26 @@ func honoursDeadlines(rdb redis.UniversalClient) bool {
 		return r != nil && r.Options().ContextTimeoutEnabled
 	}
 	return false
+}
+
+// poolSize is how many calls rdb runs at once: its connection pool size
+// (go-redis' default, 10 per CPU, when it does not say).
+func poolSize(rdb redis.UniversalClient) int {
+	n := 0
+	switch r := rdb.(type) {
+	case *redis.Client:
+		if r != nil {
+			n = r.Options().PoolSize
+		}
+	case *redis.ClusterClient:
+		if r != nil {
+			n = r.Options().PoolSize
+		}
+	}
+	if n <= 0 {
+		n = 10 * runtime.GOMAXPROCS(0)
+	}
+	return n
 }
 
 func isCluster(rdb redis.UniversalClient) bool {
