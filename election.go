@@ -42,13 +42,7 @@ type Leadership struct {
 // bad name, ErrInvalidOption on a quorum Client, and ErrClosed or
 // ErrNilClient.
 func (c *Client) NewElection(name string) (*Election, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	if err := validateKey(name); err != nil {
-		return nil, err
-	}
-	if err := c.b.serves(leaderKind); err != nil {
+	if err := c.checkPrimitive(leaderKind, name); err != nil {
 		return nil, err
 	}
 	return &Election{c: c, name: name, names: c.names(leaderKind, name)}, nil

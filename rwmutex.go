@@ -27,13 +27,7 @@ type RWMutex struct {
 // a bad name, ErrInvalidOption on a quorum Client, and ErrClosed or
 // ErrNilClient.
 func (c *Client) NewRWMutex(name string) (*RWMutex, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	if err := validateKey(name); err != nil {
-		return nil, err
-	}
-	if err := c.b.serves(readKind); err != nil {
+	if err := c.checkPrimitive(readKind, name); err != nil {
 		return nil, err
 	}
 	return &RWMutex{c: c, name: name}, nil

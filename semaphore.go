@@ -29,17 +29,11 @@ type Semaphore struct {
 // Client (a semaphore's holders cannot be counted across independent
 // nodes), and ErrClosed or ErrNilClient.
 func (c *Client) NewSemaphore(name string, n int) (*Semaphore, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	if err := validateKey(name); err != nil {
+	if err := c.checkPrimitive(permitKind, name); err != nil {
 		return nil, err
 	}
 	if n < 1 {
 		return nil, fmt.Errorf("%w: a semaphore needs at least 1 permit, got %d", ErrInvalidOption, n)
-	}
-	if err := c.b.serves(permitKind); err != nil {
-		return nil, err
 	}
 	return &Semaphore{c: c, name: name, n: n, limit: strconv.Itoa(n)}, nil
 }

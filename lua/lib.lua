@@ -73,6 +73,20 @@ local function parse_entry(e, now)
   return nil
 end
 
+-- offer draws a fence for a grant to token and tells the waiter's client;
+-- returns the fence if someone heard it, else nil (the waiter is gone).
+local function offer(pub, client, token, link)
+  local fence = redis.call('INCR', KEYS[2])
+  local msg = 'g ' .. fence .. ' ' .. token
+  if link and link ~= '' then
+    msg = msg .. ' ' .. link
+  end
+  if redis.call(pub, KEYS[1] .. ':to:' .. client, msg) > 0 then
+    return fence
+  end
+  return nil
+end
+
 local function handoff(pub, since, claim, link)
   while true do
     local e = redis.call('LPOP', KEYS[3])
@@ -80,17 +94,11 @@ local function handoff(pub, since, claim, link)
       return nil
     end
     local token, client, ttl, _, tail = parse_entry(e, since)
-    if token then
-      local fence = redis.call('INCR', KEYS[2])
-      local msg = 'g ' .. fence .. ' ' .. token
-      if link and link ~= '' then
-        msg = msg .. ' ' .. link
-      end
-      if redis.call(pub, KEYS[1] .. ':to:' .. client, msg) > 0 then
-        redis.call('SET', KEYS[1], grant(fence, since, token, '1', tail), 'PX',
-          math.min(tonumber(ttl), tonumber(claim)))
-        return fence, token
-      end
+    local fence = token and offer(pub, client, token, link)
+    if fence then
+      redis.call('SET', KEYS[1], grant(fence, since, token, '1', tail), 'PX',
+        math.min(tonumber(ttl), tonumber(claim)))
+      return fence, token
     end
   end
 end

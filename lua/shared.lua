@@ -66,23 +66,17 @@ local function handoff_shared(pub, since, claim, link, room, held)
       break
     end
     redis.call('LPOP', KEYS[3])
-    if token then
-      local fence = redis.call('INCR', KEYS[2])
-      local msg = 'g ' .. fence .. ' ' .. token
-      if link and link ~= '' then
-        msg = msg .. ' ' .. link
+    local fence = token and offer(pub, client, token, link)
+    if fence then
+      local lease = math.min(tonumber(ttl), tonumber(claim))
+      local value = grant(fence, since, token, '1', tail)
+      if mode == 'x' then
+        redis.call('SET', KEYS[1], value, 'PX', lease)
+        return granted + 1
       end
-      if redis.call(pub, KEYS[1] .. ':to:' .. client, msg) > 0 then
-        local lease = math.min(tonumber(ttl), tonumber(claim))
-        local value = grant(fence, since, token, '1', tail)
-        if mode == 'x' then
-          redis.call('SET', KEYS[1], value, 'PX', lease)
-          return granted + 1
-        end
-        now = now or now_ms()
-        hold_shared(token, lease, value, now)
-        granted, room, held = granted + 1, room - 1, held + 1
-      end
+      now = now or now_ms()
+      hold_shared(token, lease, value, now)
+      granted, room, held = granted + 1, room - 1, held + 1
     end
   end
   return granted
