@@ -293,11 +293,6 @@ func (l *Lock) validUntil() time.Time {
 	return l.valid
 }
 
-func (l *Lock) leaseMillis() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl.Milliseconds()
-}
 
 // schedule is a min-heap of locks by their next event; each lock is in it at
 // most once (heapIdx), so its size is the number of live locks.
