@@ -293,7 +293,6 @@ func (l *Lock) validUntil() time.Time {
 	return l.valid
 }
 
-
 // schedule is a min-heap of locks by their next event; each lock is in it at
 // most once (heapIdx), so its size is the number of live locks.
 type schedule []*Lock
