@@ -63,104 +63,163 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, notObtained(r.key, err)
 	}
-	mode, again := modeTry, false
-	var inbox string
-	var w *waiter
-	n := s.c.existingNotifier()
-	if r.wait && (n != nil || r.cfg.fair) {
-		inbox = r.names.inbox(s.c.id)
-		r.lineEntry(ctx, s.c.id)
+	q := s.newCall(ctx, r)
+	defer q.leave()
+	for {
+		if err := q.heard(ctx); err != nil {
+			return nil, err
+		}
+		l, waitFor, done, err := q.ask(ctx)
+		if done {
+			return l, err
+		}
+		if waitFor < 0 {
+			continue // asked in try mode: ask again, lining up
+		}
+		if l, done, err := q.wait(ctx, waitFor); done {
+			return l, err
+		}
 	}
-	if r.wait && n != nil {
-		// A lock this Client waited for lately is likely held: line up in
-		// the same call that asks, if the subscription is still there.
-		if w = n.joinLive(inbox, r.hold()); w != nil {
-			mode = modeJoin
+}
+
+// call is one Lock or TryLock call on a single-node Client, as it waits.
+type call struct {
+	s       *single
+	r       *request
+	n       *notifier // set once the call listens
+	w       *waiter   // the call's registration with n
+	inbox   string    // its Client's channel for the lock
+	mode    string    // how the next attempt asks (modeTry, modeJoin, modeFair)
+	again   bool      // an earlier attempt left the call in line
+	won     bool      // the call got the lock
+	lastErr error     // a Redis error met while in line
+}
+
+// newCall starts a call: a lock this Client waited for lately is likely
+// held, so the call lines up in the same request that asks, if its
+// subscription is still there; a fair call always lines up.
+func (s *single) newCall(ctx context.Context, r *request) *call {
+	q := &call{s: s, r: r, mode: modeTry, n: s.c.existingNotifier()}
+	if r.wait && (q.n != nil || r.cfg.fair) {
+		q.lineUp(ctx)
+	}
+	if r.wait && q.n != nil {
+		if q.w = q.n.joinLive(q.inbox, r.hold()); q.w != nil {
+			q.mode = modeJoin
 		}
 	}
 	if r.wait && r.cfg.fair {
-		mode = modeFair
+		q.mode = modeFair
 	}
-	var won bool
-	defer func() {
-		if w == nil {
-			return
+	return q
+}
+
+func (q *call) lineUp(ctx context.Context) {
+	q.inbox = q.r.names.inbox(q.s.c.id)
+	q.r.lineEntry(ctx, q.s.c.id)
+}
+
+// heard makes sure that a call about to line up is heard: a handoff skips
+// a client nobody hears.
+func (q *call) heard(ctx context.Context) error {
+	if q.mode == modeTry {
+		return nil
+	}
+	if q.w == nil {
+		if q.n = q.s.c.ensureNotifier(); q.n == nil {
+			return notObtained(q.r.key, ErrClosed)
 		}
-		n.leave(w)
-		select {
-		case <-w.grant:
-			if !won { // handed over as the call gave up: pass it on
-				s.passOn(r.hold())
-			}
-		default:
+		q.w = q.n.join(q.inbox, q.r.hold())
+	}
+	if !q.n.isLive(q.w) {
+		if _, err := q.s.c.park(ctx, q.w, liveWait); err != nil {
+			return q.s.gaveUp(q.r, err, q.again, q.lastErr)
 		}
-	}()
-	var lastErr error
-	for {
-		if mode != modeTry && w == nil {
-			if n = s.c.ensureNotifier(); n == nil {
-				return nil, notObtained(r.key, ErrClosed)
-			}
-			w = n.join(inbox, r.hold())
+	}
+	return nil
+}
+
+// ask runs one attempt. It returns done with the call's result, or how long
+// to wait before asking again (negative: ask again at once, lining up).
+func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bool, err error) {
+	s, r := q.s, q.r
+	sent := time.Now()
+	rep, err := s.attempt(ctx, r, q.mode, q.again)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Gave up while the call was out: its late answer is undone
+		// (attempt's late), or a line entry with a deadline is skipped.
+		if q.again && !(r.deadline && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+			s.abandon(r)
 		}
-		if mode != modeTry && !n.isLive(w) {
-			// A handoff skips a client nobody hears: be heard first.
-			if _, err := s.c.park(ctx, w, liveWait); err != nil {
-				return nil, s.gaveUp(r, err, again, lastErr)
-			}
+		return nil, 0, true, notObtained(r.key, ctx.Err())
+	case err != nil && !q.again:
+		s.abandon(r) // what Redis did is unknown
+		return nil, 0, true, err
+	case err != nil:
+		q.lastErr = err // already in line: keep waiting, ask again later
+		return nil, lineRefresh, false, nil
+	case rep.granted:
+		return q.granted(rep, sent), 0, true, nil
+	case !r.wait:
+		return nil, 0, true, fmt.Errorf("%w: %q %s", ErrNotObtained, r.key, r.kind.busy)
+	case q.mode == modeTry:
+		q.mode = modeJoin // held: line up and wait
+		q.lineUp(ctx)
+		return nil, -1, false, nil
+	}
+	q.again, r.sent = true, sent
+	s.c.queued(ctx, r)
+	if rep.holderTTL >= 0 {
+		return nil, min(lineRefresh, rep.holderTTL), false, nil // a crashed holder's lock is free then
+	}
+	return nil, lineRefresh, false, nil
+}
+
+func (q *call) granted(rep reply, sent time.Time) *Lock {
+	r := q.r
+	r.how = HowFree
+	if q.again {
+		r.how = HowAfterWait
+	}
+	if rep.handed {
+		q.n.expectGrant(q.inbox, r.token)
+		r.how = HowHandedOver
+	}
+	q.won = true
+	return newLock(q.s.c, r, rep.fence, sent, r.cfg.ttl)
+}
+
+// wait parks until a handoff, a wake-up or d; it returns done with the
+// call's result when the call ends.
+func (q *call) wait(ctx context.Context, d time.Duration) (*Lock, bool, error) {
+	h, err := q.s.c.park(ctx, q.w, d)
+	if err != nil {
+		return nil, true, q.s.gaveUp(q.r, err, true, q.lastErr)
+	}
+	if h.fence > 0 {
+		q.r.how, q.r.link = HowHandedOver, h.link
+		if l := q.s.handedOver(ctx, q.r, h.fence); l != nil {
+			q.won = true
+			return l, true, nil
 		}
-		sent := time.Now()
-		rep, err := s.attempt(ctx, r, mode, again)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			// Gave up while the call was out: its late answer is undone
-			// (attempt's late), or a line entry with a deadline is skipped.
-			if again && !(r.deadline && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
-				s.abandon(r)
-			}
-			return nil, notObtained(r.key, ctx.Err())
-		case err != nil && !again:
-			s.abandon(r) // what Redis did is unknown
-			return nil, err
-		case err != nil:
-			lastErr = err // already in line: keep waiting, ask again later
-		case rep.granted:
-			r.how = HowFree
-			if again {
-				r.how = HowAfterWait
-			}
-			if rep.handed {
-				n.expectGrant(inbox, r.token)
-				r.how = HowHandedOver
-			}
-			won = true
-			return newLock(s.c, r, rep.fence, sent, r.cfg.ttl), nil
-		case !r.wait:
-			return nil, fmt.Errorf("%w: %q %s", ErrNotObtained, r.key, r.kind.busy)
-		case mode == modeTry:
-			mode = modeJoin // held: line up and wait
-			inbox = r.names.inbox(s.c.id)
-			r.lineEntry(ctx, s.c.id)
-			continue
-		default:
-			again, r.sent = true, sent
-			s.c.queued(ctx, r)
+	}
+	return nil, false, nil
+}
+
+// leave ends the call's registration; a grant handed to it as it gave up
+// is passed on.
+func (q *call) leave() {
+	if q.w == nil {
+		return
+	}
+	q.n.leave(q.w)
+	select {
+	case <-q.w.grant:
+		if !q.won {
+			q.s.passOn(q.r.hold())
 		}
-		wait := lineRefresh
-		if err == nil && rep.holderTTL >= 0 {
-			wait = min(wait, rep.holderTTL) // a crashed holder's lock is free then
-		}
-		h, err := s.c.park(ctx, w, wait)
-		if err != nil {
-			return nil, s.gaveUp(r, err, true, lastErr)
-		}
-		if h.fence > 0 {
-			r.how, r.link = HowHandedOver, h.link
-			if l := s.handedOver(ctx, r, h.fence); l != nil {
-				won = true
-				return l, nil
-			}
-		}
+	default:
 	}
 }
 
