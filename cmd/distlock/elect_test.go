@@ -27,6 +27,7 @@ trap 'exit 0' TERM
 while :; do sleep 0.02; done`
 
 	watch := startDL(t, dir, env, "leader", "--watch", "--json", "sched")
+	waitStdout(t, watch, `"elected":false`, 10*time.Second) // watching before anyone leads
 	a := startDL(t, dir, append(env, "ID=A"), "elect", "--ttl", ttl.String(), "--value", "host-a:8080", "sched", "--", "sh", "-c", script)
 	leadA := strings.Fields(waitFile(t, filepath.Join(dir, "lead.A"), 10*time.Second))
 	t.Cleanup(func() { // it holds the test's output pipes: do not leave it
