@@ -5,47 +5,51 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/distlock/distlock"
 )
 
-// acquire takes the lock for the keeper, held on behalf of the runner pid,
+// acquire takes what cfg holds for the keeper, on behalf of the runner pid,
 // or says why not on stderr and returns nil and the exit code. ctx ends when
 // the runner gives up waiting; the runner reports that itself.
-func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log *runLog) (*distlock.Lock, int) {
+func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log *runLog) (*held, int) {
 	opts := cfg.lockOptions(pid)
 	start := time.Now()
 	var (
-		lock   *distlock.Lock
+		h      *held
 		err    error
 		waited time.Duration // said with -v
 	)
 	switch {
 	case cfg.wait == 0:
-		lock, err = conn.locks.TryLock(ctx, cfg.key, opts...)
-	case cfg.verbose:
+		h, err = cfg.take(ctx, conn, opts, true)
+	case cfg.verbose && cfg.mode != holdLeader:
 		// A first try, to say who holds the lock before waiting for it.
-		if lock, err = conn.locks.TryLock(ctx, cfg.key, opts...); errors.Is(err, distlock.ErrNotObtained) {
-			lock, err = waitVerbose(ctx, cfg, conn, opts, start, log)
+		if h, err = cfg.take(ctx, conn, opts, true); errors.Is(err, distlock.ErrNotObtained) {
+			h, _, err = waitVerbose(ctx, cfg, conn, opts, start, log)
+			waited = time.Since(start)
+		}
+	case cfg.verbose:
+		// A campaign cannot be tried: say who leads, if anyone, and wait.
+		var said bool
+		if h, said, err = waitVerbose(ctx, cfg, conn, opts, start, log); said {
 			waited = time.Since(start)
 		}
 	default:
-		lock, err = lockWithin(ctx, cfg, conn, opts, start)
+		h, err = takeWithin(ctx, cfg, conn, opts, start)
 	}
 	switch {
 	case err == nil:
 		if cfg.verbose {
-			log.info(evAcquired, fmt.Sprintf("took %q (fence %d)%s", cfg.key, lock.Fence(), waitedText(waited)),
-				aFence(lock.Fence()), aWaited(waited))
+			log.info(evAcquired, cfg.takenText(h)+waitedText(waited), h.fenceAttr(), aWaited(waited))
 		}
-		return lock, exitOK
+		return h, exitOK
 	case ctx.Err() != nil:
 		return nil, exitNotObtained
 	case errors.Is(err, distlock.ErrNotObtained) && !quorumUnreachable(err):
-		text, holder := holderText(conn, cfg.key)
-		log.warn(evNotObtained, fmt.Sprintf("%q %s%s; not run", cfg.key, text, waitedText(cfg.wait)),
+		text, holder, _ := holderText(conn, cfg)
+		log.warn(evNotObtained, fmt.Sprintf("%s%s; not run", text, waitedText(cfg.wait)),
 			append(holder, aWait(max(cfg.wait, 0)))...)
 		return nil, exitNotObtained
 	case errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidOption) || errors.Is(err, distlock.ErrInvalidTTL):
@@ -54,37 +58,41 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 	return nil, log.fail(conn.redisError(err), exitRedis)
 }
 
-// lockWithin waits for the lock, up to --wait after start.
-func lockWithin(ctx context.Context, cfg *runConfig, conn *connection, opts []distlock.Option, start time.Time) (*distlock.Lock, error) {
+// takeWithin waits for cfg's hold, up to --wait after start.
+func takeWithin(ctx context.Context, cfg *runConfig, conn *connection, opts []distlock.Option, start time.Time) (*held, error) {
 	if cfg.wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, start.Add(cfg.wait))
 		defer cancel()
 	}
-	return conn.locks.Lock(ctx, cfg.key, opts...)
+	return cfg.take(ctx, conn, opts, false)
 }
 
-// waitVerbose is lockWithin for -v: it says once who holds the lock and,
-// on a terminal, shows how long it has waited so far.
-func waitVerbose(ctx context.Context, cfg *runConfig, conn *connection, opts []distlock.Option, start time.Time, log *runLog) (*distlock.Lock, error) {
+// waitVerbose is takeWithin for -v: it says once who holds the lock (said)
+// and, on a terminal, shows how long it has waited so far. An election
+// nobody leads is not waited for: nothing is said then.
+func waitVerbose(ctx context.Context, cfg *runConfig, conn *connection, opts []distlock.Option, start time.Time, log *runLog) (h *held, said bool, err error) {
 	upTo := ""
 	if cfg.wait > 0 {
 		upTo = " up to " + cfg.wait.String()
 	}
-	text, holder := holderText(conn, cfg.key)
-	log.info(evWaiting, fmt.Sprintf("%q %s; waiting%s", cfg.key, text, upTo), holder...)
+	text, holder, busy := holderText(conn, cfg)
+	if said = busy || cfg.mode != holdLeader; said {
+		log.info(evWaiting, fmt.Sprintf("%s; waiting%s", text, upTo), holder...)
+	}
 	// The line rewritten in place is for a person at a terminal, not for
 	// the one-object-per-line JSON stream.
 	if log.json == nil && isTerminal(log.w) {
-		stop := showProgress(log.w, cfg.key, start)
+		stop := showProgress(log.w, log.name, cfg.quoted(), start)
 		defer stop()
 	}
-	return lockWithin(ctx, cfg, conn, opts, start)
+	h, err = takeWithin(ctx, cfg, conn, opts, start)
+	return h, said, err
 }
 
 // showProgress rewrites one terminal line every second with how long
 // distlock has waited; stop erases it.
-func showProgress(w io.Writer, key string, start time.Time) (stop func()) {
+func showProgress(w io.Writer, name, keys string, start time.Time) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -95,7 +103,7 @@ func showProgress(w io.Writer, key string, start time.Time) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(w, "\r\033[Kdistlock run: waiting for %q: %v", key, time.Since(start).Round(time.Second))
+				fmt.Fprintf(w, "\r\033[Kdistlock %s: waiting for %s: %v", name, keys, time.Since(start).Round(time.Second))
 			}
 		}
 	}()
@@ -127,24 +135,4 @@ func waitedText(wait time.Duration) string {
 		return " after waiting " + wait.Round(time.Millisecond).String()
 	}
 	return ""
-}
-
-// holderText describes who holds key, for the "not obtained" message, as
-// text and as JSON attributes.
-func holderText(conn *connection, key string) (string, []slog.Attr) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	info, err := conn.locks.Inspect(ctx, key)
-	if err != nil || !info.Held() {
-		return "is held by another owner", nil
-	}
-	attrs := []slog.Attr{slog.Int64("holder_fence", info.Fence), slog.String("holder", info.Meta)}
-	s := fmt.Sprintf("is held (fence %d", info.Fence)
-	if info.Meta != "" {
-		s += ", " + info.Meta
-	}
-	if !info.Since.IsZero() {
-		s += ", for " + time.Since(info.Since).Round(time.Second).String()
-	}
-	return s + ")", attrs
 }

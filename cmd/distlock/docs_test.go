@@ -34,7 +34,8 @@ func TestDocs(t *testing.T) {
 		}
 		var helpCodes, docCodes []string
 		for _, line := range strings.Split(help, "\n") {
-			if f := strings.Fields(line); strings.HasPrefix(line, "  ") && len(f) > 1 {
+			// "  CODE  meaning", continued on lines indented further.
+			if f := strings.Fields(line); strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && len(f) > 1 {
 				helpCodes = append(helpCodes, f[0])
 			}
 		}

@@ -33,10 +33,11 @@ func newFlagSet(name string) *flag.FlagSet {
 
 // parseInterspersed parses fs over args, allowing flags after positional
 // arguments ("status job --json"), up to "--" or until stop says the
-// positional arguments so far are complete; it returns the positional
-// arguments and what follows them unparsed. rest is nil unless "--" ended
-// the flags (then it is what followed "--", possibly empty).
-func parseInterspersed(fs *flag.FlagSet, args []string, stop func(pos []string) bool) (pos, rest []string, err error) {
+// positional arguments so far are complete (given them and the arguments
+// left after them); it returns the positional arguments and what follows
+// them unparsed. rest is nil unless "--" ended the flags (then it is what
+// followed "--", possibly empty).
+func parseInterspersed(fs *flag.FlagSet, args []string, stop func(pos, left []string) bool) (pos, rest []string, err error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -53,7 +54,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string, stop func(pos []string) 
 		}
 		pos = append(pos, left[0])
 		args = left[1:]
-		if stop != nil && stop(pos) {
+		if stop != nil && stop(pos, args) {
 			return pos, args, nil
 		}
 	}

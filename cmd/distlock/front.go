@@ -29,7 +29,7 @@ func front(cfg *runConfig, args []string, log *runLog) int {
 	// which must outlive COMMAND to report its status.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
-	k, err := startKeeper(args)
+	k, err := startKeeper(cfg.name, args)
 	if err != nil {
 		return log.fail(fmt.Errorf("cannot start the lock keeper: %w", err), exitRedis)
 	}
@@ -54,7 +54,7 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 				continue
 			}
 			k.abandon()
-			log.warn(evInterrupted, fmt.Sprintf("%v while waiting for %q; not run", sig, cfg.key), aSignal(sig))
+			log.warn(evInterrupted, fmt.Sprintf("%v while waiting for %s; not run", sig, cfg.quoted()), aSignal(sig))
 			return nil, exitBySignal(sig.(syscall.Signal), tty)
 		case line, ok := <-k.lines:
 			if !ok {
@@ -97,8 +97,8 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				lost = true
 				j.terminate()
 				state := keeperState(k)
-				log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %q died (%v); stopping %s: SIGTERM now, SIGKILL in %v",
-					cfg.key, state, cfg.command[0], cfg.grace), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
+				log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died (%v); stopping %s: SIGTERM now, SIGKILL in %v",
+					cfg.quoted(), state, cfg.command[0], cfg.grace), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
 				t := time.NewTimer(cfg.grace)
 				defer t.Stop()
 				killAt = t.C

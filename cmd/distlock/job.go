@@ -63,11 +63,11 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLo
 			sys.Foreground, sys.Ctty = true, tty.fd
 		}
 	}
-	argv := append([]string{os.Args[0], execCmd, unignore, string(cfg.logs), cfg.key, path}, cfg.command...)
+	argv := append([]string{os.Args[0], execCmd, unignore, string(cfg.logs), cfg.name, cfg.key, path}, cfg.command...)
 	env := append(os.Environ(),
 		"DISTLOCK_KEY="+cfg.key,
-		"DISTLOCK_FENCE="+strconv.FormatInt(g.fence, 10),
-		"DISTLOCK_TOKEN="+g.token,
+		"DISTLOCK_FENCE="+g.fences,
+		"DISTLOCK_TOKEN="+g.tokens,
 	)
 	pid, err := syscall.ForkExec(self, argv, &syscall.ProcAttr{
 		Env:   env,

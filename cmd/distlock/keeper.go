@@ -21,8 +21,9 @@ import (
 // it meanwhile: a process can finish a system call (a write) after SIGKILL.
 const reapWait = 5 * time.Second
 
-// runKeeper is the hidden `distlock __keeper RUNNER-PID RUN-ARGS...`, the
-// process that holds the lock of a `distlock run` (link.go has the
+// runKeeper is the hidden `distlock __keeper RUNNER-PID NAME ARGS...`, the
+// process that holds the lock of a `distlock run` or the leadership of a
+// `distlock elect` (NAME, with its arguments ARGS; link.go has the
 // protocol). It runs in its own session, outside the terminal's job: it
 // renews the lock while the job is suspended, and it outlives a killed
 // runner to kill COMMAND's process group before it releases the lock.
@@ -31,18 +32,20 @@ func runKeeper(args []string) int {
 	// be left without its lock.
 	signal.Ignore(syscall.SIGPIPE)
 	setProcessName("distlock")
-	if len(args) < 1 {
+	if len(args) < 2 {
 		return exitUsage
 	}
 	runner, err := strconv.Atoi(args[0])
 	if err != nil {
 		return exitUsage
 	}
-	cfg, err := parseRunArgs(args[1:])
+	name := args[1]
+	cfg, err := parseRunArgs(name, args[2:])
 	if err != nil {
-		return newRunLog(cfg.logs, "", os.Stderr).fail(err, exitUsage)
+		return newRunLog(cfg.logs, name, "", os.Stderr).fail(err, exitUsage)
 	}
-	log := newRunLog(cfg.logs, cfg.key, os.Stderr)
+	cfg.value = cfg.leaderValue(runner)
+	log := newRunLog(cfg.logs, name, cfg.key, os.Stderr)
 	open := cfg.conn.open
 	if cfg.quorum {
 		open = cfg.conn.openQuorum
@@ -67,13 +70,13 @@ func runKeeper(args []string) int {
 		case <-ctx.Done():
 		}
 	}()
-	lock, code := acquire(ctx, cfg, conn, runner, log)
+	h, code := acquire(ctx, cfg, conn, runner, log)
 	cancel()
-	if lock == nil {
+	if h == nil {
 		return code
 	}
-	fmt.Fprintf(os.Stdout, "locked %d %s\n", lock.Fence(), lock.Token())
-	return keep(cfg, lock, lines, runner, log)
+	fmt.Fprintf(os.Stdout, "locked %s %s\n", h.fenceList(","), strings.Join(h.tokens, ","))
+	return keep(cfg, h, lines, runner, log)
 }
 
 // readLines delivers the runner's messages; both channels close at EOF.
@@ -90,12 +93,12 @@ func readLines(r io.Reader) (<-chan string, <-chan struct{}) {
 	return lines, eof
 }
 
-// keep holds the lock while COMMAND runs and returns the keeper's exit code.
-func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, log *runLog) int {
+// keep holds h while COMMAND runs and returns the keeper's exit code.
+func keep(cfg *runConfig, h *held, lines <-chan string, runner int, log *runLog) int {
 	var (
 		pgid    int // COMMAND's process group, once the runner has said
 		lostErr error
-		lost    = lock.Lost()
+		lost    = h.lost
 		killAt  <-chan time.Time
 	)
 	reply := func(msg string) { fmt.Fprintln(os.Stdout, msg) }
@@ -109,12 +112,14 @@ func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, 
 				// started): nothing may run on without it.
 				if pgid != 0 {
 					_ = syscall.Kill(-pgid, syscall.SIGKILL)
-					log.error(evRunnerDied, fmt.Sprintf("the runner of %q died; killed %s's process group", cfg.key, cfg.command[0]),
+					log.error(evRunnerDied, fmt.Sprintf("the runner of %s died; killed %s's process group", cfg.quoted(), cfg.command[0]),
 						aCommand(cfg.command[0]))
 					waitGone(pgid)
 				}
 				if lostErr == nil {
-					_ = release(cfg, lock, log)
+					_ = release(cfg, h, log)
+				} else {
+					giveBackRest(h)
 				}
 				return exitOK
 			case verb == "pid":
@@ -128,12 +133,13 @@ func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, 
 						// What COMMAND left running may not go on without the lock.
 						_ = syscall.Kill(-pgid, syscall.SIGKILL)
 					}
+					giveBackRest(h)
 					reply("lost")
 					return exitLost
 				}
-				if err := release(cfg, lock, log); errors.Is(err, distlock.ErrNotHeld) {
-					log.error(evLost, fmt.Sprintf("lock %q was lost before %s finished (%v)", cfg.key, cfg.command[0], lock.Err()),
-						aFence(lock.Fence()), aCause(lock.Err()), aCommand(cfg.command[0]))
+				if err := release(cfg, h, log); errors.Is(err, distlock.ErrNotHeld) {
+					log.error(evLost, fmt.Sprintf("%s was lost before %s finished (%v)", cfg.subject(), cfg.command[0], h.err()),
+						h.fenceAttr(), aCause(h.err()), aCommand(cfg.command[0]))
 					reply("notheld")
 					return exitLost
 				}
@@ -141,10 +147,10 @@ func keep(cfg *runConfig, lock *distlock.Lock, lines <-chan string, runner int, 
 				return exitOK
 			}
 		case <-lost:
-			lost, lostErr = nil, lock.Err()
+			lost, lostErr = nil, h.err()
 			reply("lost")
-			log.error(evLost, fmt.Sprintf("lock %q lost (%v); stopping %s: SIGTERM now, SIGKILL in %v", cfg.key, lostErr, cfg.command[0], cfg.grace),
-				aFence(lock.Fence()), aCause(lostErr), aCommand(cfg.command[0]), aGrace(cfg.grace))
+			log.error(evLost, fmt.Sprintf("%s lost (%v); stopping %s: SIGTERM now, SIGKILL in %v", cfg.subject(), lostErr, cfg.command[0], cfg.grace),
+				h.fenceAttr(), aCause(lostErr), aCommand(cfg.command[0]), aGrace(cfg.grace))
 			if pgid > 0 {
 				_ = syscall.Kill(-pgid, syscall.SIGTERM)
 				_ = syscall.Kill(-pgid, syscall.SIGCONT) // a suspended job must run to end
@@ -173,20 +179,34 @@ func waitGone(pgid int) {
 	}
 }
 
-// release gives the lock back; a Redis error only costs the lease running
-// out, so it is reported and otherwise ignored.
-func release(cfg *runConfig, lock *distlock.Lock, log *runLog) error {
+// giveBackRest releases, after a loss, what h still holds: with several
+// KEYs, those not lost, which their waiters need now, not at their expiry.
+// Only once COMMAND has exited: until then it runs under them. Errors cost
+// no more than the leases running out.
+func giveBackRest(h *held) {
+	if len(h.fences) < 2 {
+		return // a lost hold is all of it
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := lock.Release(ctx)
+	_ = h.release(ctx)
+}
+
+// release gives h back; a Redis error only costs the lease running out, so
+// it is reported and otherwise ignored. (With several KEYs, one lost and
+// the others released is ErrNotHeld: COMMAND ran without all of them.)
+func release(cfg *runConfig, h *held, log *runLog) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := h.release(ctx)
 	switch {
 	case err == nil:
 		if cfg.verbose {
-			log.info(evReleased, fmt.Sprintf("released %q", cfg.key), aFence(lock.Fence()))
+			log.info(evReleased, "released "+cfg.label(), h.fenceAttr())
 		}
 	case !errors.Is(err, distlock.ErrNotHeld):
-		log.warn(evReleaseFail, fmt.Sprintf("warning: release %q: %v (it expires within %v)", cfg.key, err, cfg.ttl),
-			aFence(lock.Fence()), aError(err), aTTL(cfg.ttl))
+		log.warn(evReleaseFail, fmt.Sprintf("warning: release %s: %v (it expires within %v)", cfg.label(), err, cfg.ttl),
+			h.fenceAttr(), aError(err), aTTL(cfg.ttl))
 	}
 	return err
 }

@@ -13,12 +13,14 @@ import (
 	"time"
 )
 
-// A `distlock run` is two processes: the runner, which the user started and
-// which runs COMMAND (front.go, job.go), and its lock keeper (keeper.go),
-// which holds the lock. They talk over the keeper's stdin and stdout, one
-// line per message:
+// A `distlock run` (or `elect`) is two processes: the runner, which the user
+// started and which runs COMMAND (front.go, job.go), and its lock keeper
+// (keeper.go), which holds the lock. They talk over the keeper's stdin and
+// stdout, one line per message:
 //
-//	keeper → runner  "locked FENCE TOKEN"  the lock is held: start COMMAND
+//	keeper → runner  "locked FENCES TOKENS"  the lock is held: start COMMAND
+//	                                       (one fence and token per KEY,
+//	                                       comma-separated, in KEY order)
 //	runner → keeper  "pid PID"             COMMAND's process and process group,
 //	                                       sent before COMMAND may run
 //	keeper → runner  "lost"                the lock is lost; the keeper is
@@ -51,13 +53,13 @@ type keeperLink struct {
 	exited chan struct{} // closed once the keeper process has been waited for
 }
 
-// startKeeper starts the keeper for the `distlock run` arguments args.
-func startKeeper(args []string) (*keeperLink, error) {
+// startKeeper starts the keeper for the arguments args of `distlock name`.
+func startKeeper(name string, args []string) (*keeperLink, error) {
 	self, err := selfPath()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, append([]string{keeperCmd, strconv.Itoa(os.Getpid())}, args...)...)
+	cmd := exec.Command(self, append([]string{keeperCmd, strconv.Itoa(os.Getpid()), name}, args...)...)
 	cmd.Args[0] = os.Args[0]
 	cmd.Stderr = os.Stderr
 	// Its own session, without a terminal: Ctrl-C, Ctrl-Z and a hangup meant
@@ -116,10 +118,11 @@ func (k *keeperLink) gone() bool {
 	}
 }
 
-// grant is the lock the keeper took.
+// grant is what the keeper took: a fence and a token per KEY, in KEY
+// order, as COMMAND's environment gives them (space-separated).
 type grant struct {
-	fence int64
-	token string
+	fences string
+	tokens string
 }
 
 func parseGrant(line string) (*grant, bool) {
@@ -127,11 +130,16 @@ func parseGrant(line string) (*grant, bool) {
 	if len(f) != 3 || f[0] != "locked" {
 		return nil, false
 	}
-	fence, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
+	fences, tokens := strings.Split(f[1], ","), strings.Split(f[2], ",")
+	if len(fences) != len(tokens) {
 		return nil, false
 	}
-	return &grant{fence: fence, token: f[2]}, true
+	for _, fence := range fences {
+		if _, err := strconv.ParseInt(fence, 10, 64); err != nil {
+			return nil, false
+		}
+	}
+	return &grant{fences: strings.Join(fences, " "), tokens: strings.Join(tokens, " ")}, true
 }
 
 // abandon tells the keeper to give up (it releases the lock if it got it

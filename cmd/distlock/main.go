@@ -32,16 +32,20 @@ const (
 )
 
 const exitCodes = `Exit status:
-  any      run: the command's own exit status, when it ran and exited
-  0        status, release: success
-  1        status: no lock matched; release: nothing was released
-  64       bad usage: unknown flag, missing argument, bad URL or duration
+  any      run, elect: the command's own exit status, when it ran and exited
+  0        status, release, leader: success
+  1        status: no lock matched; release: nothing was released;
+           leader: nobody leads
+  64       bad usage: unknown flag, missing argument, bad URL or duration;
+           run --limit N while KEY is in use with another N; --quorum
+           with --shared, --write, --limit or elect
   69       Redis unreachable or failing (also after a TLS or ACL error)
-  75       run: the lock was not obtained within --wait (held by another)
-  79       run: the lock was lost while the command ran; it was stopped
-  126      run: the command was found but could not be started
-  127      run: the command was not found
-  128+N    run: the command was killed by signal N
+  75       run, elect: the lock or leadership was not obtained within --wait
+  79       run, elect: the lock or leadership was lost while the command
+           ran; it was stopped
+  126      run, elect: the command was found but could not be started
+  127      run, elect: the command was not found
+  128+N    run, elect: the command was killed by signal N
 `
 
 const mainUsage = `usage: distlock COMMAND [FLAGS] [ARGS]
@@ -53,7 +57,13 @@ machines never run it at once.
 
 Commands:
   run KEY -- COMMAND [ARGS...]   run COMMAND while holding the lock KEY
-  status [KEY or PATTERN]        show held locks (--json for scripts,
+                                 (--shared, --write: a read-write lock;
+                                 --limit N: N at once; several KEYs)
+  elect NAME -- COMMAND [ARGS...]
+                                 run COMMAND while leading the election NAME
+  leader NAME                    show who leads NAME (--watch: each change)
+  status [KEY or PATTERN]        show held locks, read and write holds,
+                                 permits and leaders (--json for scripts,
                                  --watch for a live view)
   release --force KEY            delete a lock whoever holds it
   demo                           oversell an inventory with and without a lock
@@ -68,6 +78,10 @@ Sentinel, Cluster).
 Examples:
   # a cron job that runs on exactly one of many machines each time
   distlock run -n nightly-report -- /usr/local/bin/report --daily
+  # at most 4 exports at once
+  distlock run --limit 4 exports -- ./export.sh
+  # one scheduler among many machines; another takes over if it dies
+  distlock elect scheduler -- ./scheduler
   # who holds which lock, now and live
   distlock status
   distlock status --watch
@@ -87,8 +101,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "run":
+	case runName:
 		return cmdRun(rest, stdout, stderr)
+	case electName:
+		return cmdElect(rest, stdout, stderr)
+	case "leader":
+		return cmdLeader(rest, stdout, stderr)
 	case "status":
 		return cmdStatus(rest, stdout, stderr)
 	case "release":
@@ -120,8 +138,12 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	switch args[0] {
-	case "run":
+	case runName:
 		fmt.Fprint(stdout, runUsage)
+	case electName:
+		fmt.Fprint(stdout, electUsage)
+	case "leader":
+		fmt.Fprint(stdout, leaderUsage)
 	case "status":
 		fmt.Fprint(stdout, statusUsage)
 	case "release":
@@ -133,7 +155,7 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	case "exit", "exit-codes":
 		fmt.Fprint(stdout, exitCodes)
 	default:
-		fmt.Fprintf(stderr, "distlock help: no help for %q (try run, status, release, demo, urls, exit-codes)\n", args[0])
+		fmt.Fprintf(stderr, "distlock help: no help for %q (try run, elect, leader, status, release, demo, urls, exit-codes)\n", args[0])
 		return exitUsage
 	}
 	return exitOK

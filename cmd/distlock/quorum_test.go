@@ -60,3 +60,29 @@ func readIfExists(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
 }
+
+// TestQuorumPrimitives: --quorum refuses what a quorum cannot hold, with
+// the library's reason (64), and takes several KEYs.
+func TestQuorumPrimitives(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, "redis://"+s.Addr)
+	}
+	env := []string{"DISTLOCK_REDIS_URL=" + strings.Join(urls, " ")}
+	for _, args := range [][]string{
+		{"run", "--quorum", "--shared", "k", "--", "true"},
+		{"run", "--quorum", "--write", "k", "--", "true"},
+		{"run", "--quorum", "--limit", "2", "k", "--", "true"},
+		{"elect", "--quorum", "k", "--", "true"},
+	} {
+		if code, _, stderr := dl(t, env, args...); code != exitUsage || !strings.Contains(stderr, "invalid option") || !strings.Contains(stderr, "not a quorum") {
+			t.Errorf("%q: exit %d %q, want %d and the library's reason", args, code, stderr, exitUsage)
+		}
+	}
+	code, out, stderr := dl(t, env, "run", "--quorum", "a", "b", "--", "sh", "-c", `echo "$DISTLOCK_KEY|$DISTLOCK_FENCE"`)
+	keys, fences, _ := strings.Cut(strings.TrimSpace(out), "|")
+	if code != 0 || keys != "a b" || len(strings.Fields(fences)) != 2 {
+		t.Fatalf("several KEYs on a quorum: exit %d %q %q", code, out, stderr)
+	}
+}

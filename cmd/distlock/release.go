@@ -122,6 +122,7 @@ func cmdRelease(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case err != nil:
 		return fail(stderr, "release", conn.redisError(err), exitRedis)
 	}
+	removed.Kind = "lock" // ForceRelease frees plain locks only
 	if cfg.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -5,19 +5,35 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
 )
 
-const runUsage = `usage: distlock run [FLAGS] KEY -- COMMAND [ARGS...]
+const runUsage = `usage: distlock run [FLAGS] KEY [KEY...] -- COMMAND [ARGS...]
 
 Takes the lock KEY, runs COMMAND while holding it, releases the lock when
 COMMAND exits and exits with COMMAND's exit status.
+
+What it takes:
+  distlock run KEY               the lock KEY: one run of KEY at a time
+  distlock run --shared KEY      a read hold of the read-write lock KEY:
+                                 any number of --shared runs at once, but
+                                 none while a --write run of KEY runs
+  distlock run --write KEY       the write hold of the read-write lock KEY:
+                                 alone, against --shared and --write runs
+  distlock run --limit N KEY     a permit of the semaphore KEY: at most N
+                                 runs of KEY at once (every run of KEY
+                                 must give the same N)
+  distlock run KEY1 KEY2 ... --  the locks KEY1, KEY2, ...: all or none,
+                                 with no deadlock between runs that ask
+                                 for overlapping KEYs in any order; losing
+                                 any one stops COMMAND
+Each is a different lock in Redis even under the same KEY: --shared and
+--write runs exclude each other, but neither excludes a plain run of KEY
+or a --limit run. Several KEYs are plain locks and need the "--" (without
+it the argument after KEY starts COMMAND). See also 'distlock elect'.
 
 The lock is a lease of --ttl that distlock renews every third of the TTL
 while COMMAND runs, so a machine that dies frees it within --ttl. If the
@@ -36,11 +52,15 @@ The lock is released after COMMAND has exited.
 
 COMMAND runs in its own process group, with distlock's stdin, stdout and
 stderr, and with these variables in its environment:
-  DISTLOCK_KEY     the lock's name
+  DISTLOCK_KEY     the lock's name (several KEYs: their names, as given,
+                   separated by spaces)
   DISTLOCK_FENCE   fencing token: larger than that of every earlier holder
-                   of KEY; hand it to what you protect so that it can refuse
-                   a late write from an earlier holder
-  DISTLOCK_TOKEN   random token identifying this grant of the lock
+                   of KEY (for --shared and --limit: of every earlier
+                   --write holder); hand it to what you protect so that it
+                   can refuse a late write from an earlier holder.
+                   Several KEYs: one per KEY, in the order of DISTLOCK_KEY
+  DISTLOCK_TOKEN   random token identifying this grant of the lock (several
+                   KEYs: one per KEY, likewise)
 A second distlock process (the lock keeper, in its own session) holds the
 lock meanwhile, so that it is renewed while the job is suspended and
 COMMAND is killed if distlock is.
@@ -50,6 +70,9 @@ Flags (anywhere before --):
                     how long to wait while another holds the lock; 0
                     gives up at once. Default: wait forever.
   -n                same as --wait 0 (like flock -n)
+  --shared          take a read hold of the read-write lock KEY (above)
+  --write           take the write hold of the read-write lock KEY
+  --limit N         take one of N permits of the semaphore KEY
   --ttl DURATION    lease; bounds how long a dead holder blocks others
                     (default 10s, at least ` + minTTLText + `)
   --grace DURATION  time from SIGTERM to SIGKILL after the lock is lost
@@ -59,9 +82,12 @@ Flags (anywhere before --):
   --quorum          take the lock on a majority of independent Redis
                     servers (Redlock), given as several --redis (at
                     least 3) or as space-separated URLs in
-                    DISTLOCK_REDIS_URL; it survives the loss of a minority
+                    DISTLOCK_REDIS_URL; it survives the loss of a minority.
+                    Plain locks only (one KEY or several): not with
+                    --shared, --write or --limit (status 64)
   --owner ID        reentrant lock: a lock held under the same ID, by any
-                    process, is taken again instead of waited for
+                    process, is taken again instead of waited for (plain
+                    locks only)
   --meta TEXT       added to the holder metadata that status shows
                     (default metadata: host=HOST pid=PID cmd=COMMAND)
   -v, --verbose     report on stderr who holds KEY while waiting (on a
@@ -86,15 +112,24 @@ Examples:
   distlock run db-console -- psql mydb
   # pass the fence to the resource
   distlock run db-migrate -- sh -c 'migrate --fence "$DISTLOCK_FENCE"'
+  # backups read the catalog together; a migration changes it alone
+  distlock run --shared catalog -- ./backup.sh
+  distlock run --write catalog -- ./migrate.sh
+  # at most 4 exports at once across all machines
+  distlock run --limit 4 exports -- ./export.sh
+  # a transfer that needs both accounts
+  distlock run account:9 account:3 -- ./transfer.sh 9 3
   # several machines, a TLS server with an ACL user, password from the env
   export DISTLOCK_REDIS_URL='rediss://cron:s3cret@redis.internal:6380'
   distlock run --tls-ca /etc/ssl/redis-ca.pem -n cleanup -- ./cleanup
   # machine-readable messages for a log collector
   distlock run --log-format json -n cleanup -- ./cleanup 2>> /var/log/cleanup.jsonl
 
-Exit status: COMMAND's, or 64 usage, 69 Redis error, 75 not obtained
-within --wait, 79 lock lost while COMMAND ran, 126 COMMAND cannot be
-started, 127 COMMAND not found, 128+N COMMAND killed by signal N.
+Exit status: COMMAND's, or 64 usage (also --limit N while KEY is in use
+with another N, and --quorum with --shared, --write or --limit), 69 Redis
+error, 75 not obtained within --wait, 79 lock lost while COMMAND ran, 126
+COMMAND cannot be started, 127 COMMAND not found, 128+N COMMAND killed by
+signal N.
 `
 
 // minTTL is the shortest --ttl: distlock renews every third of the TTL, and
@@ -105,10 +140,15 @@ const (
 	minTTLText = "500ms"
 )
 
-// runConfig is a parsed `distlock run` command line.
+// runConfig is a parsed `distlock run` or `distlock elect` command line.
 type runConfig struct {
+	name    string // "run" or "elect": the command, for messages
 	conn    connFlags
-	key     string
+	keys    []string // the KEYs as given, or elect's NAME
+	key     string   // keys, space-separated: DISTLOCK_KEY, and "key" in JSON messages
+	mode    holdMode
+	limit   int    // --limit N
+	value   string // elect --value; "" for HOST:PID
 	command []string
 	wait    time.Duration // < 0: forever
 	ttl     time.Duration
@@ -121,59 +161,115 @@ type runConfig struct {
 	logs    logFormat
 }
 
-// parseRunArgs parses the arguments after "run". Flags may come anywhere
-// before "--"; without "--", the first argument after KEY that is not a
-// flag starts COMMAND ("run k sh -c 'exit 3'"). With an error it returns
-// the config as far as it was read, so that the error can be reported in the
-// --log-format asked for (if that came before the error).
-func parseRunArgs(args []string) (*runConfig, error) {
-	cfg := &runConfig{logs: logText}
-	fs := newFlagSet("run")
+// runFlags are the flags that check turns into runConfig fields.
+type runFlags struct {
+	wait, ttl, grace durationFlag
+	shared, write    bool
+	limit            int
+}
+
+// flagSet registers the flags of cfg.name on a new flag set.
+func (cfg *runConfig) flagSet() (*flag.FlagSet, *runFlags) {
+	f := &runFlags{
+		wait:  durationFlag{d: -1, forever: true},
+		ttl:   durationFlag{d: distlock.DefaultTTL},
+		grace: durationFlag{d: 5 * time.Second},
+	}
+	fs := newFlagSet(cfg.name)
 	cfg.conn.register(fs)
-	wait := durationFlag{d: -1, forever: true}
-	ttl := durationFlag{d: distlock.DefaultTTL}
-	grace := durationFlag{d: 5 * time.Second}
-	fs.Var(&wait, "wait", "")
-	fs.Var(&wait, "w", "")
-	fs.Var(zeroFlag{&wait}, "n", "")
-	fs.Var(&ttl, "ttl", "")
-	fs.Var(&grace, "grace", "")
-	fs.StringVar(&cfg.owner, "owner", "", "")
-	fs.StringVar(&cfg.meta, "meta", "", "")
+	fs.Var(&f.wait, "wait", "")
+	fs.Var(&f.wait, "w", "")
+	fs.Var(zeroFlag{&f.wait}, "n", "") // refused by elect, with the reason
+	fs.Var(&f.ttl, "ttl", "")
+	fs.Var(&f.grace, "grace", "")
 	fs.BoolVar(&cfg.fair, "fair", false, "")
 	fs.BoolVar(&cfg.quorum, "quorum", false, "")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "")
 	fs.BoolVar(&cfg.verbose, "v", false, "")
 	fs.Var(&cfg.logs, "log-format", "")
-	pos, rest, err := parseInterspersed(fs, args, func(pos []string) bool { return len(pos) == 2 })
+	if cfg.name == electName {
+		fs.StringVar(&cfg.value, "value", "", "")
+		return fs, f
+	}
+	// A leadership has no owner, metadata other than its value, or modes.
+	fs.StringVar(&cfg.owner, "owner", "", "")
+	fs.StringVar(&cfg.meta, "meta", "", "")
+	fs.BoolVar(&f.shared, "shared", false, "")
+	fs.BoolVar(&f.write, "write", false, "")
+	fs.IntVar(&f.limit, "limit", 0, "")
+	return fs, f
+}
+
+// parseRunArgs parses the arguments after "run", or after "elect" if name
+// says so. Flags may come anywhere before "--". The KEYs are the arguments
+// before "--" that are not flags; but without a "--" that ends the flags,
+// the first argument after KEY that is not a flag starts COMMAND
+// ("run k sh -c 'exit 3'"). With an error it returns the config as far as
+// it was read, so that the error can be reported in the --log-format asked
+// for (if that came before the error).
+func parseRunArgs(name string, args []string) (*runConfig, error) {
+	cfg := &runConfig{name: name, logs: logText}
+	fs, f := cfg.flagSet()
+	started := false // the argument after KEY started COMMAND
+	pos, rest, err := parseInterspersed(fs, args, func(pos, left []string) bool {
+		started = len(pos) == 2 && !flagsEndAhead(name, left)
+		return started
+	})
 	if err == nil {
-		err = cfg.check(fs, pos, rest, wait, ttl, grace)
+		err = cfg.check(fs, f, pos, rest, started)
 	}
 	return cfg, err
 }
 
+// flagsEndAhead tells whether left, the arguments after a second positional
+// argument, are flags and KEYs up to a "--", which then ends distlock's
+// flags: "run a b --wait 0 -- cmd" takes a and b. Otherwise the second
+// positional argument starts COMMAND, as it always has ("run k sh -c x --
+// y" runs sh: -c is no flag of distlock's).
+func flagsEndAhead(name string, left []string) bool {
+	fs, _ := (&runConfig{name: name}).flagSet()
+	_, rest, err := parseInterspersed(fs, left, nil)
+	return err == nil && rest != nil
+}
+
+// synopsis is the command line of cfg.name, for usage errors.
+func (cfg *runConfig) synopsis() string {
+	if cfg.name == electName {
+		return "distlock elect [FLAGS] NAME -- COMMAND [ARGS...]"
+	}
+	return "distlock run [FLAGS] KEY [KEY...] -- COMMAND [ARGS...]"
+}
+
 // check completes cfg from what parseRunArgs parsed, or says what is wrong.
-func (cfg *runConfig) check(fs *flag.FlagSet, pos, rest []string, wait, ttl, grace durationFlag) error {
-	switch len(pos) {
-	case 0:
-		if rest != nil {
-			return usagef("missing KEY before --: distlock run [FLAGS] KEY -- COMMAND [ARGS...]")
-		}
-		return usagef("missing KEY and COMMAND: distlock run [FLAGS] KEY -- COMMAND [ARGS...]")
-	case 1:
-		cfg.command = rest
-	case 2:
-		cfg.command = append([]string{pos[1]}, rest...)
+func (cfg *runConfig) check(fs *flag.FlagSet, f *runFlags, pos, rest []string, started bool) error {
+	what := "KEY"
+	if cfg.name == electName {
+		what = "NAME"
 	}
-	cfg.key = pos[0]
+	switch {
+	case len(pos) == 0 && rest != nil:
+		return usagef("missing %s before --: %s", what, cfg.synopsis())
+	case len(pos) == 0:
+		return usagef("missing %s and COMMAND: %s", what, cfg.synopsis())
+	case started:
+		cfg.keys, cfg.command = pos[:1], append([]string{pos[1]}, rest...)
+	default:
+		cfg.keys, cfg.command = pos, rest
+	}
+	cfg.key = strings.Join(cfg.keys, " ")
 	if len(cfg.command) == 0 {
-		return usagef("missing COMMAND after KEY %q: distlock run [FLAGS] KEY -- COMMAND [ARGS...]", cfg.key)
+		return usagef("missing COMMAND after %s %q: %s", what, cfg.key, cfg.synopsis())
 	}
-	cfg.wait, cfg.ttl, cfg.grace = wait.d, ttl.d, grace.d
-	if cfg.key == "" || len(cfg.key) > distlock.MaxKeyLen {
-		return usagef("KEY must be 1 to %d bytes", distlock.MaxKeyLen)
+	cfg.wait, cfg.ttl, cfg.grace = f.wait.d, f.ttl.d, f.grace.d
+	for _, k := range cfg.keys {
+		if k == "" || len(k) > distlock.MaxKeyLen {
+			return usagef("%s must be 1 to %d bytes", what, distlock.MaxKeyLen)
+		}
 	}
-	if ttl.forever || grace.forever {
+	if err := cfg.checkMode(fs, f); err != nil {
+		return err
+	}
+	if ttl, grace := f.ttl, f.grace; ttl.forever || grace.forever {
 		return usagef("--ttl and --grace need a duration")
 	}
 	if cfg.ttl < minTTL || cfg.ttl > distlock.MaxTTL {
@@ -192,52 +288,18 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// lockOptions are the options of the lock that cfg asks for, held on
-// behalf of the distlock run process pid.
-func (cfg *runConfig) lockOptions(pid int) []distlock.Option {
-	opts := []distlock.Option{distlock.WithTTL(cfg.ttl), distlock.WithMetadata(cfg.metadata(pid))}
-	if cfg.owner != "" {
-		opts = append(opts, distlock.WithOwner(cfg.owner))
-	}
-	if cfg.fair {
-		opts = append(opts, distlock.WithFair())
-	}
-	return opts
-}
-
-// metadata is what status shows about this holder; pid is that of the
-// distlock run process the user started (not the keeper's).
-func (cfg *runConfig) metadata(pid int) string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	cmd := filepath.Base(cfg.command[0])
-	if len(cmd) > 200 {
-		cmd = cmd[:200]
-	}
-	meta := "host=" + host + " pid=" + strconv.Itoa(pid) + " cmd=" + strings.ReplaceAll(cmd, " ", "_")
-	if cfg.meta != "" {
-		meta += " " + cfg.meta
-	}
-	if len(meta) > 4096 {
-		meta = meta[:4096]
-	}
-	return meta
-}
-
 // cmdRun is `distlock run`: the process the user started. It leaves the
 // lock to a keeper process (keeper.go) and runs COMMAND itself (job.go),
 // so that COMMAND can be part of the terminal's job while the lock lives
 // outside it.
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseRunArgs(args)
+	cfg, err := parseRunArgs(runName, args)
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(stdout, runUsage)
 		return exitOK
 	}
 	if err != nil {
-		return newRunLog(cfg.logs, "", stderr).fail(err, exitUsage)
+		return newRunLog(cfg.logs, runName, "", stderr).fail(err, exitUsage)
 	}
-	return front(cfg, args, newRunLog(cfg.logs, cfg.key, stderr))
+	return front(cfg, args, newRunLog(cfg.logs, runName, cfg.key, stderr))
 }

@@ -38,12 +38,13 @@ func (f *logFormat) Set(s string) error {
 // lines of the two processes do not mix.
 type runLog struct {
 	w    io.Writer
+	name string // "run" or "elect": text lines start "distlock NAME: "
 	key  string
 	json *slog.Logger // nil in text mode
 }
 
-func newRunLog(format logFormat, key string, w io.Writer) *runLog {
-	l := &runLog{w: w, key: key}
+func newRunLog(format logFormat, name, key string, w io.Writer) *runLog {
+	l := &runLog{w: w, name: name, key: key}
 	if format == logJSON {
 		l.json = slog.New(slog.NewJSONHandler(w, nil))
 	}
@@ -71,7 +72,7 @@ const (
 // in JSON mode.
 func (l *runLog) say(level slog.Level, event, msg string, attrs ...slog.Attr) {
 	if l.json == nil {
-		fmt.Fprintf(l.w, "distlock run: %s\n", msg)
+		fmt.Fprintf(l.w, "distlock %s: %s\n", l.name, msg)
 		return
 	}
 	head := []slog.Attr{slog.String("event", event)}
@@ -96,7 +97,7 @@ func (l *runLog) error(event, msg string, attrs ...slog.Attr) {
 // fail reports err, which ends the run with code, and returns code.
 func (l *runLog) fail(err error, code int) int {
 	if l.json == nil {
-		return fail(l.w, "run", err, code)
+		return fail(l.w, l.name, err, code)
 	}
 	event := evError
 	if code == exitUsage {
@@ -123,7 +124,7 @@ func (l *runLog) library(verbose bool) *slog.Logger {
 	if !verbose {
 		return nil
 	}
-	return slog.New(slog.NewTextHandler(prefixWriter{l.w}, &slog.HandlerOptions{
+	return slog.New(slog.NewTextHandler(prefixWriter{l.w, "distlock " + l.name + ": "}, &slog.HandlerOptions{
 		// The plain messages carry no time either.
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
@@ -134,12 +135,15 @@ func (l *runLog) library(verbose bool) *slog.Logger {
 	}))
 }
 
-// prefixWriter puts "distlock run: " before each record of a TextHandler,
-// which writes a record in one call.
-type prefixWriter struct{ w io.Writer }
+// prefixWriter puts prefix ("distlock run: ") before each record of a
+// TextHandler, which writes a record in one call.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
 
 func (p prefixWriter) Write(b []byte) (int, error) {
-	if _, err := p.w.Write(append([]byte("distlock run: "), b...)); err != nil {
+	if _, err := p.w.Write(append([]byte(p.prefix), b...)); err != nil {
 		return 0, err
 	}
 	return len(b), nil

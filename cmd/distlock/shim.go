@@ -8,18 +8,18 @@ import (
 	"syscall"
 )
 
-// runExec is the hidden `distlock __exec UNIGNORE LOG-FORMAT KEY PATH ARG0
-// ARGS...`, the process that becomes COMMAND (LOG-FORMAT and KEY are for
-// its one message, if exec fails). The runner starts it in COMMAND's process
+// runExec is the hidden `distlock __exec UNIGNORE LOG-FORMAT NAME KEY PATH
+// ARG0 ARGS...`, the process that becomes COMMAND (LOG-FORMAT, NAME, the
+// command it runs for, and KEY are for its one message, if exec fails). The runner starts it in COMMAND's process
 // group and tells the keeper that group before it writes the go-ahead on
 // fd 3; only then does the shim exec COMMAND. So COMMAND never runs where the
 // keeper of a runner killed at that very moment could not find and kill it:
 // if the runner dies first, fd 3 reads EOF and nothing is run.
 func runExec(args []string) int {
-	if len(args) < 5 {
+	if len(args) < 6 {
 		return exitUsage
 	}
-	unignore, format, key, path, argv := args[0] == "1", logFormat(args[1]), args[2], args[3], args[4:]
+	unignore, format, name, key, path, argv := args[0] == "1", logFormat(args[1]), args[2], args[3], args[4], args[5:]
 	goAhead := os.NewFile(3, "go-ahead")
 	var b [1]byte
 	if n, _ := goAhead.Read(b[:]); n != 1 {
@@ -34,7 +34,7 @@ func runExec(args []string) int {
 		signal.Notify(make(chan os.Signal, 1), syscall.SIGTTOU)
 	}
 	err := syscall.Exec(path, argv, os.Environ())
-	newRunLog(format, key, os.Stderr).error(evCannotRun, fmt.Sprintf("cannot run %s: %v", argv[0], err), aCommand(argv[0]), aError(err))
+	newRunLog(format, name, key, os.Stderr).error(evCannotRun, fmt.Sprintf("cannot run %s: %v", argv[0], err), aCommand(argv[0]), aError(err))
 	if errors.Is(err, syscall.ENOENT) {
 		return exitNotFound
 	}

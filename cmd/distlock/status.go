@@ -16,17 +16,24 @@ import (
 
 const statusUsage = `usage: distlock status [FLAGS] [KEY or PATTERN]
 
-Shows the locks held now: with no argument all of them, with KEY that one,
-with a PATTERN (a Redis glob: *, ?, [abc]) those whose names match.
-Patterns scan the keyspace (every master of a Cluster); a KEY is one read.
+Shows the locks held now, and every other kind of hold: read and write
+holds of read-write locks, permits of semaphores, leaders of elections.
+With no argument all of them, with KEY those of that name, with a PATTERN
+(a Redis glob: *, ?, [abc]) those whose names match. It scans the keyspace
+(every master of a Cluster), for a KEY too.
 
-Columns: KEY; FENCE, the fencing token of the holder; TTL, the lease left
+One line per hold: a read-write lock with 3 readers has 3 lines.
+Columns: KEY; KIND, what is held: lock ('distlock run KEY'), read and
+write (--shared, --write), permit/N (--limit N: a permit of a semaphore
+of N), leader ('distlock elect'); FENCE, the fencing token of the holder
+(a leader's term); TTL, the lease left
 (renewed by a live holder); AGE, time since the lock was taken by the
 holder's clock; HOLDS, more than 1 for a reentrant (--owner) lock taken
 again; WAITERS, the processes waiting for it: those in its line in Redis
 (every single-node waiter, --fair or not) plus those subscribed to its shared
-release channel (quorum waiters); HOLDER, the holder's metadata (host, pid,
-command).
+release channel (quorum waiters); for read and write holds and permits,
+the waiters of the whole read-write lock or semaphore, on each of its lines;
+HOLDER, the holder's metadata (host, pid, command; a leader's value).
 
 Flags:
   --json             print JSON for scripts (schema below) instead of the
@@ -47,6 +54,9 @@ Flags:
 JSON schema (stable: fields are only ever added):
   {"locks": [{
      "key":       string,   lock name
+     "kind":      string,   "lock", "read", "write", "permit" or "leader"
+     "limit":     number,   a permit's semaphore: its number of permits;
+                            0 for other kinds
      "owner":     string,   grant token, or the --owner ID
      "holds":     number,   hold count
      "fence":     number,   fencing token of the grant
@@ -60,7 +70,8 @@ JSON schema (stable: fields are only ever added):
                             single-node waiter, --fair or not
      "listening": number    connections on the shared release channel (quorum waiters)
   }]}
-  Locks are sorted by key; a free KEY gives {"locks": []}.
+  Locks are sorted by key (the holds of one name together); a free KEY
+  gives {"locks": []}.
   With --watch, each refresh is one line, the same object with the time
   of the refresh (RFC 3339, UTC) added:
   {"time": "2025-06-03T09:41:07.512Z", "locks": [...]}
@@ -166,19 +177,30 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// query reads the locks cfg asks for; free is the KEY asked for when it is
-// free, to say so.
+// query reads the holds cfg asks for; free is the KEY asked for when it is
+// free, to say so. A KEY's holds of every kind are found by List, as a
+// pattern's are: Inspect reads plain locks only.
 func query(ctx context.Context, cfg *statusConfig, conn *connection) (infos []distlock.LockInfo, free *distlock.LockInfo, err error) {
 	if isPattern(cfg.pattern) {
 		infos, err = conn.locks.List(ctx, cfg.pattern)
 		return infos, nil, err
 	}
-	info, err := conn.locks.Inspect(ctx, cfg.pattern)
-	switch {
-	case err != nil:
+	all, err := conn.locks.List(ctx, globQuote(cfg.pattern))
+	if err != nil {
 		return nil, nil, err
-	case info.Held():
-		return []distlock.LockInfo{info}, nil, nil
+	}
+	for _, in := range all {
+		if in.Key == cfg.pattern {
+			infos = append(infos, in)
+		}
+	}
+	if len(infos) > 0 {
+		return infos, nil, nil
+	}
+	// Free: a plain lock's waiters are still worth saying.
+	info, err := conn.locks.Inspect(ctx, cfg.pattern)
+	if err != nil {
+		return nil, nil, err
 	}
 	return nil, &info, nil
 }
@@ -186,6 +208,8 @@ func query(ctx context.Context, cfg *statusConfig, conn *connection) (infos []di
 // lockJSON is one lock in `status --json`; see statusUsage for the schema.
 type lockJSON struct {
 	Key       string  `json:"key"`
+	Kind      string  `json:"kind"`
+	Limit     int     `json:"limit"`
 	Owner     string  `json:"owner"`
 	Holds     int64   `json:"holds"`
 	Fence     int64   `json:"fence"`
@@ -200,7 +224,7 @@ type lockJSON struct {
 
 func toJSON(in distlock.LockInfo) lockJSON {
 	j := lockJSON{
-		Key: in.Key, Owner: in.Owner, Holds: in.Count, Fence: in.Fence,
+		Key: in.Key, Kind: in.Kind, Limit: in.Limit, Owner: in.Owner, Holds: in.Count, Fence: in.Fence,
 		TTLMillis: in.TTL.Milliseconds(), Meta: in.Meta,
 		Queued: in.Queued, Listening: in.Listening,
 	}
@@ -264,16 +288,27 @@ func writeStatusTable(w io.Writer, infos []distlock.LockInfo, pattern string, fr
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tFENCE\tTTL\tAGE\tHOLDS\tWAITERS\tHOLDER")
+	fmt.Fprintln(tw, "KEY\tKIND\tFENCE\tTTL\tAGE\tHOLDS\tWAITERS\tHOLDER")
 	for _, in := range infos {
 		age := "-"
 		if !in.Since.IsZero() {
 			age = shortDuration(time.Since(in.Since))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", printable(in.Key), in.Fence,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", printable(in.Key), kindText(in), in.Fence,
 			shortDuration(in.TTL), age, in.Count, in.Queued+in.Listening, printable(in.Meta))
 	}
 	tw.Flush()
+}
+
+// kindText is the KIND column: the kind of hold, and a permit's limit.
+func kindText(in distlock.LockInfo) string {
+	switch {
+	case in.Kind == "":
+		return "lock"
+	case in.Kind == "permit":
+		return "permit/" + strconv.Itoa(in.Limit)
+	}
+	return in.Kind
 }
 
 // shortDuration rounds for a table: 950ms, 9.4s, 3m12s, 5h3m.

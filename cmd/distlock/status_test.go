@@ -43,7 +43,7 @@ func TestStatusJSONSchema(t *testing.T) {
 		t.Fatalf("want {\"locks\": [2 locks]}, got %s", out)
 	}
 	schema := map[string]string{
-		"key": "string", "owner": "string", "holds": "number", "fence": "number",
+		"key": "string", "kind": "string", "limit": "number", "owner": "string", "holds": "number", "fence": "number",
 		"ttl_ms": "number", "since": "string", "meta": "string", "host": "string",
 		"pid": "number", "queued": "number", "listening": "number",
 	}
@@ -125,7 +125,7 @@ func TestStatusTable(t *testing.T) {
 	if strings.Contains(out, "\x1b") {
 		t.Fatalf("control characters reach the terminal: %q", out)
 	}
-	for _, col := range []string{"FENCE", "TTL", "AGE", "HOLDS", "WAITERS", "HOLDER"} {
+	for _, col := range []string{"KIND", "FENCE", "TTL", "AGE", "HOLDS", "WAITERS", "HOLDER"} {
 		if !strings.Contains(lines[0], col) {
 			t.Fatalf("header %q lacks %s", lines[0], col)
 		}
@@ -138,6 +138,66 @@ func TestStatusTable(t *testing.T) {
 	}
 	if code, _, stderr := dl(t, env, "status", "a", "b"); code != exitUsage || !strings.Contains(stderr, "one KEY or PATTERN") {
 		t.Fatalf("two args: exit %d %q", code, stderr)
+	}
+}
+
+// TestStatusKinds: status shows every kind of hold, a line each, with its
+// KIND in the table and "kind" (and a permit's "limit") in the JSON.
+func TestStatusKinds(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 10*time.Second)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.TryLock(ctx, "k:lock", distlock.WithMetadata("m=lock")))
+	rw, err := c.NewRWMutex("k:rw")
+	must(rw, err)
+	must(rw.TryRLock(ctx, distlock.WithMetadata("m=r1")))
+	must(rw.TryRLock(ctx, distlock.WithMetadata("m=r2")))
+	w, err := c.NewRWMutex("k:w")
+	must(w, err)
+	must(w.TryLock(ctx, distlock.WithMetadata("m=w")))
+	sem, err := c.NewSemaphore("k:sem", 3)
+	must(sem, err)
+	must(sem.TryAcquire(ctx, distlock.WithMetadata("m=p")))
+	e, err := c.NewElection("k:lead")
+	must(e, err)
+	must(e.Campaign(ctx, "m=leader"))
+
+	want := map[string]string{"m=lock": "lock", "m=r1": "read", "m=r2": "read", "m=w": "write", "m=p": "permit/3", "m=leader": "leader"}
+	code, out, stderr := dl(t, env, "status", "k:*")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 1+len(want) || strings.Fields(lines[0])[1] != "KIND" {
+		t.Fatalf("exit %d %s\n%s", code, stderr, out)
+	}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if kind := want[f[len(f)-1]]; kind != f[1] {
+			t.Errorf("KIND %q, want %q in %q", f[1], kind, line)
+		}
+	}
+
+	code, out, _ = dl(t, env, "status", "--json", "k:*")
+	var st struct {
+		Locks []lockJSON `json:"locks"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st.Locks) != len(want) {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	for _, l := range st.Locks {
+		kind, limit, _ := strings.Cut(want[l.Meta], "/")
+		if l.Kind != kind || (limit == "3") != (l.Limit == 3) || (limit == "" && l.Limit != 0) {
+			t.Errorf("%s: kind %q limit %d, want %s", l.Key, l.Kind, l.Limit, want[l.Meta])
+		}
+	}
+
+	// A KEY shows that name's holds of every kind.
+	code, out, _ = dl(t, env, "status", "k:rw")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 3 || !strings.Contains(out, "m=r1") || !strings.Contains(out, "m=r2") {
+		t.Fatalf("status k:rw: exit %d\n%s", code, out)
 	}
 }
 

@@ -153,16 +153,21 @@ func FuzzParseArgs(f *testing.F) {
 		"--wait\x00NaN\x00k\x00x", "--wait\x00-1\x00k\x00x", "--redis\x00redis://a\x00--redis\x00b\x00k",
 		"--json\x00job:*", "--force\x00k\x00--yes", "--\x00--", "-h", "--grace\x001e309\x00k\x00x",
 		"--owner=\x00k\x00x", "k\x00--json\x00--\x00extra",
+		"a\x00b\x00--\x00x", "--shared\x00a\x00b\x00--\x00x", "--limit\x002\x00k\x00x", "k\x00sh\x00-c\x00x\x00--\x00y",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		args := strings.Split(s, "\x00")
-		if cfg, err := parseRunArgs(args); err == nil {
-			if cfg.key == "" || len(cfg.command) == 0 || cfg.ttl <= 0 || cfg.grace < 0 {
-				t.Fatalf("%q parsed to %+v", args, cfg)
+		for _, name := range []string{runName, electName} {
+			if cfg, err := parseRunArgs(name, args); err == nil {
+				if len(cfg.keys) == 0 || cfg.key == "" || len(cfg.command) == 0 || cfg.ttl <= 0 || cfg.grace < 0 ||
+					(cfg.mode == holdLeader) != (name == electName) || (len(cfg.keys) > 1 && cfg.mode != holdLock) {
+					t.Fatalf("%q parsed to %+v", args, cfg)
+				}
 			}
 		}
+		_, _ = parseLeaderArgs(args)
 		_, _ = parseStatusArgs(args)
 		_, _ = parseReleaseArgs(args)
 		_, _ = parseDuration(s)
