@@ -114,9 +114,17 @@ func (q *quorum) passOn(hold)                            {} // no Redis line, no
 // state that a majority of independent nodes cannot agree on.
 func (q *quorum) serves(k *kind) error {
 	if k != mutexKind {
-		return fmt.Errorf("%w: a %s needs a single-node Client, not a quorum", ErrInvalidOption, k.primitive)
+		return fmt.Errorf("%w: %s needs a single-node Client, not a quorum", ErrInvalidOption, article(k.primitive))
 	}
 	return nil
+}
+
+// article prefixes a noun with "a" or "an".
+func article(noun string) string {
+	if strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
 }
 
 func (q *quorum) majority() int { return len(q.nodes)/2 + 1 }
