@@ -56,7 +56,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = cfg.ack.validate()
 	}
 	c.deadlines = honoursDeadlines(rdb)
-	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg, slots: make(chan struct{}, max(poolSize(rdb)/2, 1))}
+	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg, slots: make(chan struct{}, max(poolSize(rdb)/4, 1))}
 	if isCluster(rdb) {
 		s.pub, s.pubArg = "SPUBLISH", spublishArg
 		c.counter = slotCounter(c.prefix)
