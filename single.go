@@ -43,8 +43,8 @@ type single struct {
 	// costing Redis anything, instead of queueing a call that would only
 	// have to be undone. Measured under deadline churn (make bench): 0.01×
 	// the best peer's acquisitions/s without the bound, 0.70× with half the
-	// pool, 0.85× with a quarter (quick run); a quarter of the default pool
-	// still allows some 50,000 acquires/s per Client.
+	// pool, 0.82× with a quarter; a quarter of the default pool still allows
+	// some 50,000 acquires/s per Client.
 	slots chan struct{}
 }
 
