@@ -137,8 +137,11 @@ func (l *Lock) release(ctx context.Context, link string) error {
 		if ctx.Err() != nil { // run inline under a ctx that ended: no time to try
 			return releaseGone, ctx.Err()
 		}
-		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-		defer cancel()
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > cleanupTimeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
+			defer cancel()
+		}
 		return l.client.b.release(ctx, l, link)
 	}, func(_ releaseOutcome, err error) {
 		if err != nil { // cut off by the caller's deadline: try once more, detached

@@ -11,12 +11,19 @@ import (
 // Each lock operation is one script call: go-redis sends it with EVALSHA
 // and falls back to EVAL on NOSCRIPT, so the fast path is one round trip.
 // The scripts that read a lock start with lib.lua, which defines its
-// layout; each file opens with its KEYS/ARGV contract.
+// layout; each file opens with its KEYS/ARGV contract. Acquire and release
+// put their common case in a head before lib.lua: Redis runs a script's
+// whole body on every call, and defining lib.lua's functions costs about
+// as much as the command the common case needs.
 var (
 	//go:embed lua/lib.lua
 	libSource string
+	//go:embed lua/acquire_head.lua
+	acquireHeadSource string
 	//go:embed lua/acquire.lua
 	acquireSource string
+	//go:embed lua/release_head.lua
+	releaseHeadSource string
 	//go:embed lua/release.lua
 	releaseSource string
 	//go:embed lua/extend.lua
@@ -30,8 +37,8 @@ var (
 	//go:embed lua/raise_fence.lua
 	raiseFenceSource string
 
-	acquireScript      = redis.NewScript(libSource + acquireSource)
-	releaseScript      = redis.NewScript(libSource + releaseSource)
+	acquireScript      = redis.NewScript(acquireHeadSource + libSource + acquireSource)
+	releaseScript      = redis.NewScript(releaseHeadSource + libSource + releaseSource)
 	extendScript       = redis.NewScript(libSource + extendSource)
 	pttlScript         = redis.NewScript(libSource + pttlSource)
 	forceReleaseScript = redis.NewScript(libSource + forceReleaseSource)

@@ -269,10 +269,10 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 	}
 	cmd, acked := s.ack.run(ctx, s.rdb, r.kind.acquire, r.names.keys, args...)
 	res, err := cmd.Int64Slice()
-	if limit, ok := limitError(err); ok {
-		return reply{}, fmt.Errorf("%w: semaphore %q is in use with %s permits, not %v", ErrInvalidOption, r.key, limit, r.acquireArg)
-	}
 	if err != nil {
+		if limit, ok := limitError(err); ok {
+			return reply{}, fmt.Errorf("%w: semaphore %q is in use with %s permits, not %v", ErrInvalidOption, r.key, limit, r.acquireArg)
+		}
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, err)
 	}
 	if len(res) < 2 {

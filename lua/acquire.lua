@@ -1,4 +1,4 @@
--- acquire: one attempt to take the lock (after lib.lua).
+-- acquire: one attempt to take the lock (after acquire_head.lua and lib.lua).
 -- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] line
 -- ARGV[1] token   this Lock call
 -- ARGV[2] ttl     lease in ms
@@ -38,17 +38,8 @@ local function held(v)
 end
 
 if mode == 't' then
-  -- The common case, a free lock, costs two calls. A fence drawn for an
-  -- attempt that fails is skipped: fences only need to increase.
-  local fence = redis.call('INCR', KEYS[2])
-  local old = redis.call('SET', KEYS[1], grant(fence, since, token, '0', tail), 'NX', 'GET', 'PX', ttl)
-  if not old then
-    if ARGV[12] == '1' then
-      redis.call(ARGV[9], KEYS[1] .. ':released', 'a')
-    end
-    return {1, fence, 1}
-  end
-  return held(old) or {0, redis.call('PTTL', KEYS[1])}
+  -- acquire_head.lua found the lock held (value tried).
+  return held(tried) or {0, redis.call('PTTL', KEYS[1])}
 end
 
 local v = redis.call('GET', KEYS[1])

@@ -1,4 +1,4 @@
--- release: drop one hold (after lib.lua); the last one frees the lock,
+-- release: drop one hold (after release_head.lua and lib.lua); the last one frees the lock,
 -- handing it to the first waiter still listening. Also how a caller that
 -- gave up leaves: it drops its line entry and any grant made to it.
 -- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] line
@@ -15,8 +15,8 @@
 -- fence.
 if ARGV[4] ~= '' then
   redis.call('LREM', KEYS[3], 1, ARGV[4])
+  v = redis.call('GET', KEYS[1])
 end
-local v = redis.call('GET', KEYS[1])
 if not v then
   return {-1}
 end
