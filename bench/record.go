@@ -41,6 +41,8 @@ const (
 	mChKeysTTL = "churn.keys_left_with_ttl"
 	mChKeysOth = "churn.keys_left_without_ttl"
 	mChCPU     = "churn.cpu_us_per_acq"
+	mChSrvCPU  = "churn.server_cpu_us_per_acq"
+	mChSrvCmds = "churn.server_cmds_per_acq"
 	mQP50      = "quorum.p50_us"
 	mQP99      = "quorum.p99_us"
 )
@@ -136,6 +138,8 @@ func (r *result) recordChurn(round int, c *churnRound) {
 	r.put(mChKeysTTL, round, float64(c.keysTTL))
 	r.put(mChKeysOth, round, float64(c.keysOther))
 	r.put(mChCPU, round, perOp(c.use.cpu(), c.acquired))
+	r.put(mChSrvCPU, round, perOp(c.use.server, c.acquired))
+	r.put(mChSrvCmds, round, float64(c.use.commands())/float64(max(c.acquired, 1)))
 	// A few examples of each kind for the whole run, not per round.
 	for _, e := range c.examples {
 		kind, _, _ := strings.Cut(e, ": ")
