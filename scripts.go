@@ -11,10 +11,11 @@ import (
 // Each lock operation is one script call: go-redis sends it with EVALSHA
 // and falls back to EVAL on NOSCRIPT, so the fast path is one round trip.
 // The scripts that read a lock start with lib.lua, which defines its
-// layout; each file opens with its KEYS/ARGV contract. Acquire and release
-// put their common case in a head before lib.lua: Redis runs a script's
-// whole body on every call, and defining lib.lua's functions costs about
-// as much as the command the common case needs.
+// layout; each file opens with its KEYS/ARGV contract. Acquire, release and
+// extend put their common case in a head before lib.lua: Redis runs the
+// whole script on every call, and defining lib.lua's functions was about a
+// sixth of an uncontended acquire's time in Redis (19.5 µs with them, 16.1
+// without, INFO commandstats) and of a release's (14.1 and 11.8).
 var (
 	//go:embed lua/lib.lua
 	libSource string
@@ -26,6 +27,8 @@ var (
 	releaseHeadSource string
 	//go:embed lua/release.lua
 	releaseSource string
+	//go:embed lua/extend_head.lua
+	extendHeadSource string
 	//go:embed lua/extend.lua
 	extendSource string
 	//go:embed lua/pttl.lua
@@ -39,7 +42,7 @@ var (
 
 	acquireScript      = redis.NewScript(acquireHeadSource + libSource + acquireSource)
 	releaseScript      = redis.NewScript(releaseHeadSource + libSource + releaseSource)
-	extendScript       = redis.NewScript(libSource + extendSource)
+	extendScript       = redis.NewScript(extendHeadSource + libSource + extendSource)
 	pttlScript         = redis.NewScript(libSource + pttlSource)
 	forceReleaseScript = redis.NewScript(libSource + forceReleaseSource)
 	inspectScript      = redis.NewScript(inspectSource)

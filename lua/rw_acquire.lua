@@ -10,14 +10,12 @@
 local token, ttl, tail, since, mode, entry, again, want =
   ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[12]
 local now = now_ms()
-local held = prune(now)
-serve_ahead(entry, since, ARGV[9], ARGV[11], 1e9, held)
-local f = own(token)
+local head, held = serve_ahead(entry, since, ARGV[9], ARGV[11], 1e9, prune(now))
+-- Only a caller already in line can have been handed a hold.
+local f = again == '1' and own(token)
 if f then
   return {1, f, 1, 1}
 end
-held = redis.call('ZCARD', KEYS[4])
-local head = redis.call('LINDEX', KEYS[3], 0)
 if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not head or head == entry) then
   if head then
     redis.call('LPOP', KEYS[3])
@@ -27,7 +25,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not he
   if want == 'w' then
     redis.call('SET', KEYS[1], value, 'PX', ttl)
   else
-    hold_shared(token, ttl, value, now)
+    hold_shared(token, ttl, value, now, held)
   end
   return {1, fence, 1}
 end

@@ -15,19 +15,19 @@ end
 local n = tonumber(limit)
 local now = now_ms()
 local held = prune(now)
-serve_ahead(entry, since, ARGV[9], ARGV[11], n - held, held)
-local f = shared_fence(token)
+local head
+head, held = serve_ahead(entry, since, ARGV[9], ARGV[11], n - held, held)
+-- Only a caller already in line can have been handed a permit.
+local f = again == '1' and shared_fence(token)
 if f then
   return {1, f, 1, 1}
 end
-held = redis.call('ZCARD', KEYS[4])
-local head = redis.call('LINDEX', KEYS[3], 0)
 if held < n and (not head or head == entry) then
   if head then
     redis.call('LPOP', KEYS[3])
   end
   local fence = redis.call('INCR', KEYS[2])
-  hold_shared(token, ttl, grant(fence, since, token, '1', tail), now)
+  hold_shared(token, ttl, grant(fence, since, token, '1', tail), now, held)
   redis.call('HSET', KEYS[5], '!n', limit)
   return {1, fence, 1}
 end

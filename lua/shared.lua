@@ -33,9 +33,16 @@ local function keep(key, ms)
   end
 end
 
-local function hold_shared(token, lease, value, now)
+-- hold_shared records a shared hold; held is how many live ones there were
+-- (0: no other lease to keep, so the keys take this one's).
+local function hold_shared(token, lease, value, now, held)
   redis.call('ZADD', KEYS[4], now + lease, token)
   redis.call('HSET', KEYS[5], token, value)
+  if held == 0 then
+    redis.call('PEXPIRE', KEYS[4], lease)
+    redis.call('PEXPIRE', KEYS[5], lease)
+    return
+  end
   keep(KEYS[4], lease)
   keep(KEYS[5], lease)
 end
@@ -75,7 +82,7 @@ local function handoff_shared(pub, since, claim, link, room, held)
         return granted + 1
       end
       now = now or now_ms()
-      hold_shared(token, lease, value, now)
+      hold_shared(token, lease, value, now, held)
       granted, room, held = granted + 1, room - 1, held + 1
     end
   end
@@ -110,11 +117,14 @@ end
 -- serve_ahead hands what is free to the waiters ahead of entry (their last
 -- holder may have died, so no release will), skipping waiters that are
 -- gone. room is what a semaphore has free (huge for a read-write lock).
+-- Returns the head of the line after that, and the shared holds.
 local function serve_ahead(entry, since, pub, claim, room, held)
   local head = redis.call('LINDEX', KEYS[3], 0)
-  if head and head ~= entry and redis.call('EXISTS', KEYS[1]) == 0 then
-    handoff_shared(pub, since, claim, '', room, held)
+  if head and head ~= entry and redis.call('EXISTS', KEYS[1]) == 0 and
+      handoff_shared(pub, since, claim, '', room, held) > 0 then
+    return redis.call('LINDEX', KEYS[3], 0), redis.call('ZCARD', KEYS[4])
   end
+  return head, held
 end
 
 -- line_up puts entry at the end of the line, unless a re-ask finds it

@@ -38,7 +38,7 @@ if not exclusive then
   local room = limit > 0 and limit - held or 1e9
   handed = handoff_shared(ARGV[2], ARGV[3], ARGV[6], ARGV[7], room, held)
 end
-if redis.call('ZCARD', KEYS[4]) == 0 then
+if (handed == 0 and held or redis.call('ZCARD', KEYS[4])) == 0 then
   redis.call('DEL', KEYS[4], KEYS[5])
 end
 if not found then
