@@ -12,9 +12,13 @@ import (
 // BenchmarkLockRelease measures an uncontended Lock+Release against the
 // harness's redis-server; BenchmarkSetNXBaseline the plain SET NX PX plus
 // Lua compare-and-delete recipe on the same kind of server, for the ratio.
+// Each reports server-µs/op, the time Redis spent executing the pair's
+// commands (INFO commandstats; a script's time includes its commands).
 func BenchmarkLockRelease(b *testing.B) {
-	c := distlock.New(redistest.Start(b).Client(b))
+	rdb := redistest.Start(b).Client(b)
+	c := distlock.New(rdb)
 	defer c.Close()
+	defer redistest.ReportServerMicros(b, rdb, "evalsha")()
 	ctx := context.Background()
 	for b.Loop() {
 		l, err := c.Lock(ctx, "bench")
@@ -58,6 +62,7 @@ var casDelete = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then r
 func BenchmarkSetNXBaseline(b *testing.B) {
 	rdb := redistest.Start(b).Client(b)
 	ctx := context.Background()
+	defer redistest.ReportServerMicros(b, rdb, "set", "evalsha")()
 	for b.Loop() {
 		if ok, err := rdb.SetNX(ctx, "bench", "token", distlock.DefaultTTL).Result(); err != nil || !ok {
 			b.Fatal("SET NX failed", err)
