@@ -507,3 +507,29 @@ func TestElectionAcrossProcesses(t *testing.T) {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	}
 }
+
+// A free semaphore or read-write lock whose line holds only waiters that
+// are gone (a process killed while it waited) is taken at once: the attempt
+// drops them and finds nobody ahead.
+func TestTryOverWaitersThatAreGone(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	gone := "tok-gone client-gone 10000 s 0 0:"
+	s, _ := c.NewSemaphore("gone", 1)
+	rdb.RPush(ctx, "distlock:sem{gone}:line", gone)
+	p, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire behind a waiter that is gone: %v", err)
+	}
+	_ = p.Release(ctx)
+	m, _ := c.NewRWMutex("gone")
+	rdb.RPush(ctx, "distlock:rw{gone}:line", strings.Replace(gone, " s ", " x ", 1))
+	r, err := m.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock behind a writer that is gone: %v", err)
+	}
+	_ = r.Release(ctx)
+	if n := rdb.Exists(ctx, "distlock:sem{gone}:line", "distlock:rw{gone}:line").Val(); n != 0 {
+		t.Fatalf("%d lines left behind", n)
+	}
+}

@@ -120,9 +120,12 @@ end
 -- Returns the head of the line after that, and the shared holds.
 local function serve_ahead(entry, since, pub, claim, room, held)
   local head = redis.call('LINDEX', KEYS[3], 0)
-  if head and head ~= entry and redis.call('EXISTS', KEYS[1]) == 0 and
-      handoff_shared(pub, since, claim, '', room, held) > 0 then
-    return redis.call('LINDEX', KEYS[3], 0), redis.call('ZCARD', KEYS[4])
+  if head and head ~= entry and redis.call('EXISTS', KEYS[1]) == 0 then
+    -- The handoff may pop waiters that are gone without granting anything.
+    if handoff_shared(pub, since, claim, '', room, held) > 0 then
+      held = redis.call('ZCARD', KEYS[4])
+    end
+    return redis.call('LINDEX', KEYS[3], 0), held
   end
   return head, held
 end
