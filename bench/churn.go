@@ -77,23 +77,9 @@ func runChurn(c contender, addrs []string, ad *admin, cfg churnConfig) (*churnRo
 			}
 		}
 	}()
-	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer wcancel()
-	for i := range ls {
-		var err error
-		if ls[i], err = c.open(addrs, 10*time.Second); err != nil {
-			return nil, err
-		}
-		rel, err := ls[i].lock(wctx, fmt.Sprintf("bench:warm:%d", i))
-		if err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
-		}
-		rctx, rcancel := releaseCtx()
-		err = rel(rctx)
-		rcancel()
-		if err != nil {
-			return nil, fmt.Errorf("warm-up release: %w", err)
-		}
+	// Connections are set up outside the measurement.
+	if err := openWarm(c, addrs, ls, "bench:warm"); err != nil {
+		return nil, err
 	}
 	names := make([]string, cfg.keys)
 	for k := range names {
