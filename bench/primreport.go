@@ -47,24 +47,7 @@ func (rep *report) primRow(c contender) *result {
 }
 
 func (r *result) recordPrimUncontended(round int, u *uncontendedRound) {
-	n := int64(len(u.lat))
-	r.Violations += u.violations
-	r.put(mPrP50, round, us(pct(u.lat, 50)))
-	r.put(mPrP99, round, us(pct(u.lat, 99)))
-	r.put(mPrCPU, round, perOp(u.use.cpu(), n))
-	r.put(mPrCPUCli, round, perOp(u.use.client, n))
-	r.put(mPrCPUSrv, round, perOp(u.use.server, n))
-	r.put(mPrCmds, round, float64(u.use.commands())/float64(n))
-	r.put(mPrPublish, round, float64(u.use.publishes())/float64(n))
-	if r.uCmds == nil {
-		r.uCmds = map[string]int64{}
-	}
-	for name, c := range u.use.cmds {
-		if name != "info" {
-			r.uCmds[name] += c
-		}
-	}
-	r.uPairs += n
+	r.recordPairs(round, u, pairMetrics{mPrP50, mPrP99, mPrCPU, mPrCPUCli, mPrCPUSrv, mPrCmds, mPrPublish})
 }
 
 func (r *result) recordSem(round int, s *semRound) {

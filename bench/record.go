@@ -62,15 +62,23 @@ func (r *result) put(name string, round int, v float64) {
 }
 
 func (r *result) recordUncontended(round int, u *uncontendedRound) {
+	r.recordPairs(round, u, pairMetrics{mUP50, mUP99, mUCPU, mUCPUCli, mUCPUSrv, mUCmds, mUPublish})
+}
+
+// pairMetrics names the metrics of a scenario of one-at-a-time operations
+// (uncontended, primitives uncontended).
+type pairMetrics struct{ p50, p99, cpu, cpuClient, cpuServer, cmds, publish string }
+
+func (r *result) recordPairs(round int, u *uncontendedRound, m pairMetrics) {
 	n := int64(len(u.lat))
 	r.Violations += u.violations
-	r.put(mUP50, round, us(pct(u.lat, 50)))
-	r.put(mUP99, round, us(pct(u.lat, 99)))
-	r.put(mUCPU, round, perOp(u.use.cpu(), n))
-	r.put(mUCPUCli, round, perOp(u.use.client, n))
-	r.put(mUCPUSrv, round, perOp(u.use.server, n))
-	r.put(mUCmds, round, float64(u.use.commands())/float64(n))
-	r.put(mUPublish, round, float64(u.use.publishes())/float64(n))
+	r.put(m.p50, round, us(pct(u.lat, 50)))
+	r.put(m.p99, round, us(pct(u.lat, 99)))
+	r.put(m.cpu, round, perOp(u.use.cpu(), n))
+	r.put(m.cpuClient, round, perOp(u.use.client, n))
+	r.put(m.cpuServer, round, perOp(u.use.server, n))
+	r.put(m.cmds, round, float64(u.use.commands())/float64(n))
+	r.put(m.publish, round, float64(u.use.publishes())/float64(n))
 	if r.uCmds == nil {
 		r.uCmds = map[string]int64{}
 	}
