@@ -71,13 +71,8 @@ func parseLeaderArgs(args []string) (*leaderConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	pos = append(pos, rest...)
-	if len(pos) != 1 {
-		return nil, usagef("want exactly one NAME, got %d arguments", len(pos))
-	}
-	cfg.name = pos[0]
-	if cfg.name == "" || len(cfg.name) > distlock.MaxKeyLen {
-		return nil, usagef("NAME must be 1 to %d bytes", distlock.MaxKeyLen)
+	if cfg.name, err = onlyName("NAME", append(pos, rest...)); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -181,4 +176,16 @@ func toLeaderJSON(name string, l distlock.Leader) leaderJSON {
 		j.Since = &s
 	}
 	return j
+}
+
+// onlyName returns the one positional argument of a command that takes a
+// lock's name, which the usage calls what (KEY or NAME).
+func onlyName(what string, pos []string) (string, error) {
+	if len(pos) != 1 {
+		return "", usagef("want exactly one %s, got %d arguments", what, len(pos))
+	}
+	if pos[0] == "" || len(pos[0]) > distlock.MaxKeyLen {
+		return "", usagef("%s must be 1 to %d bytes", what, distlock.MaxKeyLen)
+	}
+	return pos[0], nil
 }

@@ -61,13 +61,8 @@ func parseReleaseArgs(args []string) (*releaseConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	pos = append(pos, rest...)
-	if len(pos) != 1 {
-		return nil, usagef("want exactly one KEY, got %d arguments", len(pos))
-	}
-	cfg.key = pos[0]
-	if cfg.key == "" || len(cfg.key) > distlock.MaxKeyLen {
-		return nil, usagef("KEY must be 1 to %d bytes", distlock.MaxKeyLen)
+	if cfg.key, err = onlyName("KEY", append(pos, rest...)); err != nil {
+		return nil, err
 	}
 	if !cfg.force {
 		return nil, usagef("release needs --force: a lock is released by its holder; --force deletes it whoever holds it")
