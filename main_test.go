@@ -3,7 +3,6 @@ package distlock_test
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -26,21 +25,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("DISTLOCK_HELPER"); mode != "" {
 		os.Exit(runHelper(mode))
 	}
-	dir, err := os.MkdirTemp("", "distlock-example")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv, err := redistest.Launch(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "distlock tests:", err)
-		os.Exit(1)
-	}
-	exampleAddr = srv.Addr
-	code := m.Run()
-	srv.Kill()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(redistest.RunMain(m, func(addr string) { exampleAddr = addr }))
 }
 
 // setup starts a redis-server and returns a distlock Client and a plain

@@ -19,21 +19,7 @@ import (
 var exampleAddr string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "distlock-fence")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv, err := redistest.Launch(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fence tests:", err)
-		os.Exit(1)
-	}
-	exampleAddr = srv.Addr
-	code := m.Run()
-	srv.Kill()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(redistest.RunMain(m, func(addr string) { exampleAddr = addr }))
 }
 
 func setup(t *testing.T) (*distlock.Client, *redis.Client, *redistest.Server) {

@@ -6,6 +6,8 @@ package redistest
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -49,6 +51,27 @@ func Launch(dir string, extra ...string) (*Server, error) {
 		return nil, err
 	}
 	return &Server{p}, nil
+}
+
+// RunMain is the body of a TestMain that starts one server for the whole
+// package (its Example functions need one): it calls started with the
+// server's address, runs the tests, stops the server and returns the exit
+// code for os.Exit.
+func RunMain(m *testing.M, started func(addr string)) int {
+	dir, err := os.MkdirTemp("", "distlock-main")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redistest:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	srv, err := Launch(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redistest:", err)
+		return 1
+	}
+	defer srv.Kill()
+	started(srv.Addr)
+	return m.Run()
 }
 
 // StartN starts n independent servers.
