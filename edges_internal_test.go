@@ -167,3 +167,40 @@ func TestPruneThenRejoinStaysSubscribed(t *testing.T) {
 		t.Fatalf("channel subscribed %d times after the last join, want 1", got)
 	}
 }
+
+// Short holds never enter the renewer's schedule: a lock released before
+// the scheduler next wakes is dropped from its pending list, and that list
+// is drained at least every pendingDrain.
+func TestReleasedLocksLeaveTheRenewer(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client(t))
+	defer c.Close()
+	ctx := ctxFor(t, 30*time.Second)
+	long, err := c.Lock(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Release(ctx)
+	for range 3000 {
+		l, err := c.Lock(ctx, "short")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := c.renewer
+	counts := func() (pending, scheduled int) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.pending), r.scheduled
+	}
+	if p, _ := counts(); p >= maxPending {
+		t.Fatalf("%d locks pending, want fewer than %d", p, maxPending)
+	}
+	poll(t, 3*pendingDrain, "the scheduler to drain its pending locks", func() bool {
+		p, s := counts()
+		return p == 0 && s == 1
+	})
+}

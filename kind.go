@@ -21,8 +21,11 @@ type kind struct {
 	busy     string // says why TryLock failed: "is held by another owner"
 	// shared kinds keep their holds in a zset next to an exclusive grant
 	// (lua/shared.lua): five keys, and extend and pttl need them all.
-	shared  bool
-	mode    string // line entry mode: "x" exclusive, "s" shared
+	shared bool
+	mode   string // line entry mode: "x" exclusive, "s" shared
+	// try is the attempt that does not line up (try.lua), nil when acquire
+	// makes it (mode "t")
+	try     *redis.Script
 	acquire *redis.Script
 	release *redis.Script
 	extend  *redis.Script
@@ -62,9 +65,9 @@ var (
 
 var (
 	mutexKind = &kind{name: "lock", primitive: "lock", mode: "x", busy: "is held by another owner",
-		acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript}
+		try: tryScript, acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript}
 	leaderKind = &kind{name: "leader", primitive: "election", prefix: "elect", mode: "x", announce: true, busy: "has a leader",
-		acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript, acquireArg: argTrue}
+		try: tryScript, acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript, acquireArg: argTrue}
 	readKind   = sharedKind("read", "read-write lock", "rw", "s", rwAcquireScript, "r", "is write-locked or a writer waits")
 	writeKind  = sharedKind("write", "read-write lock", "rw", "x", rwAcquireScript, "w", "is held or others wait")
 	permitKind = sharedKind("permit", "semaphore", "sem", "s", semAcquireScript, nil, "has no free permit")

@@ -242,9 +242,9 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 			q.giveBack(i, r.names, token)
 		}
 	}
-	args := []any{token, r.cfg.ttl.Milliseconds(), r.cfg.owner, r.tail, nowMillis(), modeTry}
+	grant, ttl := tryGrant(token, r.tail), r.cfg.ttl.Milliseconds()
 	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
-		return acquireScript.Run(ctx, rdb, r.names.keys, args...).Int64Slice()
+		return tryReply(tryScript.Run(ctx, rdb, r.names.keys[:2], grant, ttl), nil)
 	}, q.decided(isGrant), late)
 	errs := make([]error, len(res))
 	grants, top, holderTTL := 0, int64(0), time.Duration(-1)
@@ -323,7 +323,7 @@ func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, 
 
 func (q *quorum) release(ctx context.Context, l *Lock, _ string) (releaseOutcome, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
-		return runRelease(ctx, rdb, l.hold(), publishArg, "", true).Int64Slice()
+		return int64s(runRelease(ctx, rdb, l.hold(), publishArg, "", true), nil)
 	}, nil, nil)
 	held, taken, failed, freed := 0, 0, 0, false
 	for _, x := range res {

@@ -17,10 +17,10 @@ func BenchmarkRawScriptPair(b *testing.B) {
 	defer redistest.ReportServerMicros(b, rdb, "evalsha")()
 	keys := []string{"distlock:{bench}", "distlock:fence", "distlock:{bench}:line"}
 	for b.Loop() {
-		if err := acquireScript.Run(ctx, rdb, keys, "tok", DefaultTTL.Milliseconds(), "", defaultTail, nowMillis(), modeTry).Err(); err != nil {
+		if err := tryScript.Run(ctx, rdb, keys[:2], tryGrant("tok", defaultTail), DefaultTTL.Milliseconds()).Err(); err != nil {
 			b.Fatal(err)
 		}
-		if err := releaseScript.Run(ctx, rdb, keys, "tok", "PUBLISH", nowMillis(), "", "0", 2000).Err(); err != nil {
+		if err := releaseScript.Run(ctx, rdb, keys, "tok", "PUBLISH", nowMillis(), 2000).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}

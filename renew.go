@@ -13,6 +13,13 @@ import (
 // every other lock.
 const maxRenewBatch = 512
 
+// New locks wait in the renewer's pending list until the scheduler next
+// wakes: at most pendingDrain later, or once maxPending of them wait.
+const (
+	pendingDrain = time.Second
+	maxPending   = 4096
+)
+
 // renewer is the one scheduler per Client behind every Lock: it renews due
 // leases in pipelined batches and fires the loss signal of any lock whose
 // local validity deadline passes without a confirmed renewal. It runs two
@@ -27,6 +34,9 @@ type renewer struct {
 	pending []*Lock
 	stopped bool
 	armedAt int64 // unix ns the scheduler's timer fires; guarded by mu
+	// scheduled is how many locks the scheduler had when it last armed its
+	// timer; guarded by mu, for tests
+	scheduled int
 
 	wake    chan struct{}
 	quit    chan struct{}
@@ -86,10 +96,11 @@ func (r *renewer) add(l *Lock) {
 		return
 	}
 	r.pending = append(r.pending, l)
-	// Wake the scheduler only if l needs it before its timer: a new lock is
-	// usually due TTL/3 after the locks already scheduled, and a wake-up per
-	// grant costs a goroutine switch on the acquire path.
-	wake := l.nextEvent().UnixNano() < r.armedAt
+	// Wake the scheduler only if l needs it before its timer, or to keep
+	// pending short: a new lock is usually due TTL/3 after the locks
+	// already scheduled, and a wake-up per grant costs a goroutine switch on
+	// the acquire path.
+	wake := l.nextEvent().UnixNano() < r.armedAt || len(r.pending) >= maxPending
 	r.mu.Unlock()
 	if wake {
 		select {
@@ -153,18 +164,33 @@ func (r *renewer) run(workerDone chan struct{}) {
 	}
 }
 
-// arm schedules the pending locks and sets the timer for the earliest
-// event; under mu, so that add sees the time the timer really fires.
+// arm schedules the pending locks still held and sets the timer for the
+// earliest event; under mu, so that add sees the time the timer really
+// fires. Locks released before the scheduler saw them (most short holds)
+// never enter the schedule. While locks come and go, the timer fires at
+// least every pendingDrain, so that add need not wake the scheduler for a
+// lock due later.
 func (r *renewer) arm(sched *schedule, timer *time.Timer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	busy := len(r.pending) > 0
 	for _, l := range r.pending {
-		sched.at(l, l.nextEvent())
+		if l.isHeld() {
+			sched.at(l, l.nextEvent())
+		}
 	}
-	r.pending = nil
-	r.armedAt = math.MaxInt64
+	clear(r.pending)
+	r.pending = r.pending[:0]
+	r.scheduled = len(*sched)
+	var next time.Time
 	if len(*sched) > 0 {
-		next := (*sched)[0].heapAt
+		next = (*sched)[0].heapAt
+	}
+	if busy && (next.IsZero() || time.Until(next) > pendingDrain) {
+		next = time.Now().Add(pendingDrain)
+	}
+	r.armedAt = math.MaxInt64
+	if !next.IsZero() {
 		timer.Reset(time.Until(next))
 		r.armedAt = next.UnixNano()
 	}

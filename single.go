@@ -259,16 +259,10 @@ func (s *single) attempt(ctx context.Context, r *request, mode string, again boo
 }
 
 func (s *single) acquire(ctx context.Context, r *request, mode string, again bool) (reply, error) {
-	args := make([]any, 6, 12)
-	args[0], args[1], args[2], args[3], args[4], args[5] = r.token, msArg(r.cfg.ttl), r.cfg.owner, r.tail, nowMillis(), mode
-	if mode != modeTry || r.acquireArg != nil {
-		args = append(args, r.entry, boolArg(again), s.pubArg, lineTTLArg, handoffLeaseArg)
-		if r.acquireArg != nil {
-			args = append(args, r.acquireArg)
-		}
-	}
-	cmd, acked := s.ack.run(ctx, s.rdb, r.kind.acquire, r.names.keys, args...)
-	res, err := cmd.Int64Slice()
+	script, keys, args := s.acquireCall(r, mode, again)
+	cmd, acked := s.ack.run(ctx, s.rdb, script, keys, args...)
+	var buf [4]int64
+	res, err := tryReply(cmd, buf[:0])
 	if err != nil {
 		if limit, ok := limitError(err); ok {
 			return reply{}, fmt.Errorf("%w: semaphore %q is in use with %s permits, not %v", ErrInvalidOption, r.key, limit, r.acquireArg)
@@ -288,6 +282,25 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
 	}
 	return reply{granted: true, handed: len(res) > 3, fence: res[1]}, nil
+}
+
+// acquireCall is the script, keys and arguments of one attempt in mode.
+func (s *single) acquireCall(r *request, mode string, again bool) (*redis.Script, []string, []any) {
+	if mode == modeTry && r.kind.try != nil {
+		if r.kind.announce {
+			return r.kind.try, r.names.keys[:2], []any{tryGrant(r.token, r.tail), msArg(r.cfg.ttl), s.pubArg}
+		}
+		return r.kind.try, r.names.keys[:2], []any{tryGrant(r.token, r.tail), msArg(r.cfg.ttl)}
+	}
+	args := make([]any, 6, 12)
+	args[0], args[1], args[2], args[3], args[4], args[5] = r.token, msArg(r.cfg.ttl), r.cfg.owner, r.tail, nowMillis(), mode
+	if mode != modeTry || r.acquireArg != nil {
+		args = append(args, r.entry, boolArg(again), s.pubArg, lineTTLArg, handoffLeaseArg)
+		if r.acquireArg != nil {
+			args = append(args, r.acquireArg)
+		}
+	}
+	return r.kind.acquire, r.names.keys, args
 }
 
 // limitError reads sem_acquire.lua's "LIMIT <n>" error reply.
@@ -340,7 +353,8 @@ func (s *single) passOn(h hold) {
 }
 
 func (s *single) release(ctx context.Context, l *Lock, link string) (releaseOutcome, error) {
-	res, err := runReleaseLinked(ctx, s.rdb, l.hold(), s.pubArg, "", l.kind.announce, link).Int64Slice()
+	var buf [2]int64
+	res, err := int64s(runReleaseLinked(ctx, s.rdb, l.hold(), s.pubArg, "", l.kind.announce, link), buf[:0])
 	if err != nil {
 		return releaseGone, err
 	}

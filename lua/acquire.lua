@@ -1,12 +1,13 @@
--- acquire: one attempt to take the lock (after acquire_head.lua and lib.lua).
+-- acquire: one attempt to take the lock or line up for it (after lib.lua);
+-- try.lua is the attempt that does not line up.
 -- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] line
 -- ARGV[1] token   this Lock call
 -- ARGV[2] ttl     lease in ms
 -- ARGV[3] owner   WithOwner id, "" when not reentrant
 -- ARGV[4] tail    "<#owner>:<owner><meta>"
 -- ARGV[5] since   the caller's clock, unix ms
--- ARGV[6] mode    "t": try only; "j": join the line if held; "f": fair,
---                 join the line unless first in it
+-- ARGV[6] mode    "j": join the line if held; "f": fair, join the line
+--                 unless first in it
 -- ARGV[7] entry   the caller's line entry (modes j and f)
 -- ARGV[8] again   "1" when the caller may be in line already (a re-ask)
 -- ARGV[9] pub     "PUBLISH" or "SPUBLISH", for a handoff in fair mode
@@ -19,29 +20,6 @@
 local token, ttl, owner, tail, since, mode, entry, again =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 
--- held answers for a lock held now (value v): taken again by its owner,
--- handed to this caller already, or not obtained (nil).
-local function held(v)
-  local fence, s, holds, line, t = parse(v)
-  if holds == token then
-    return {1, tonumber(fence), 1, 1}
-  end
-  if owner ~= '' and owner_of(t) == owner then
-    holds = holds .. ',' .. token
-    redis.call('SET', KEYS[1], grant(fence, s, holds, line, t), 'KEEPTTL')
-    if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
-      redis.call('PEXPIRE', KEYS[1], ttl)
-    end
-    return {1, tonumber(fence), count_holds(holds)}
-  end
-  return nil, line
-end
-
-if mode == 't' then
-  -- acquire_head.lua found the lock held (value tried).
-  return held(tried) or {0, redis.call('PTTL', KEYS[1])}
-end
-
 local v = redis.call('GET', KEYS[1])
 if not v and mode == 'f' then
   local head = redis.call('LINDEX', KEYS[3], 0)
@@ -53,7 +31,7 @@ if not v and mode == 'f' then
   end
 end
 if v then
-  local r, line = held(v)
+  local r, line = held(v, token, owner, ttl)
   if r then
     return r
   end

@@ -55,6 +55,26 @@ local function count_holds(holds)
   return commas + 1
 end
 
+-- held answers the attempt of token (owner: its WithOwner id, or "") on a
+-- lock held now, whose value is v: the lock is taken again by its owner
+-- ({1, fence, holds}), held by token already ({1, fence, 1, 1}), or not
+-- obtained (nil, and the lock's line flag). ttl is the attempt's lease, ms.
+local function held(v, token, owner, ttl)
+  local fence, s, holds, line, t = parse(v)
+  if holds == token then
+    return {1, tonumber(fence), 1, 1}
+  end
+  if owner ~= '' and owner_of(t) == owner then
+    holds = holds .. ',' .. token
+    redis.call('SET', KEYS[1], grant(fence, s, holds, line, t), 'KEEPTTL')
+    if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
+      redis.call('PEXPIRE', KEYS[1], ttl)
+    end
+    return {1, tonumber(fence), count_holds(holds)}
+  end
+  return nil, line
+end
+
 -- handoff grants the free lock to the first waiter in line that is still
 -- listening; since is the granting client's clock. The grant's first lease
 -- is at most claim ms: a waiter that stopped listening without its

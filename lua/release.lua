@@ -5,16 +5,21 @@
 -- ARGV[1] token   the hold to drop
 -- ARGV[2] pub     "PUBLISH" or "SPUBLISH"
 -- ARGV[3] since   the caller's clock, unix ms: the time of a handoff
--- ARGV[4] entry   line entry to drop first, "" for none
--- ARGV[5] notify  "1": publish on "<lock>:released" when freed: "h" when
+-- ARGV[4] claim   first lease of a handoff, ms
+-- ARGV[5..7] are passed together or not at all (the common case: Redis and
+-- the client pay for every argument):
+-- ARGV[5] entry   line entry to drop first, "" for none
+-- ARGV[6] notify  "1": publish on "<lock>:released" when freed: "h" when
 --                 handed over, else "r"
--- ARGV[6] claim   first lease of a handoff, ms
 -- ARGV[7] link    trace link for the grantee, or ""
 -- returns {-1} when the lock is gone, {-2} when another grant holds it,
 -- {holds left}, {0} when freed, or {0, fence} when handed over with that
--- fence.
-if ARGV[4] ~= '' then
-  redis.call('LREM', KEYS[3], 1, ARGV[4])
+-- fence; release_head.lua returns 0 (not {0}: an integer is cheaper to
+-- encode and decode) when it frees the lock.
+if ARGV[5] then -- release_head.lua did not run
+  if ARGV[5] ~= '' then
+    redis.call('LREM', KEYS[3], 1, ARGV[5])
+  end
   v = redis.call('GET', KEYS[1])
 end
 if not v then
@@ -29,8 +34,8 @@ if holds ~= ARGV[1] then
   redis.call('SET', KEYS[1], grant(fence, since, rest, line, tail), 'KEEPTTL')
   return {count_holds(rest)}
 end
-local f = free(line, ARGV[2], ARGV[3], ARGV[6], ARGV[7])
-if ARGV[5] == '1' then
+local f = free(line, ARGV[2], ARGV[3], ARGV[4], ARGV[7])
+if ARGV[6] == '1' then
   redis.call(ARGV[2], KEYS[1] .. ':released', f and 'h' or 'r')
 end
 if f then
