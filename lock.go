@@ -97,10 +97,10 @@ func (l *Lock) Fence() int64 {
 // Release gives this hold back: the last hold frees the lock, and hands it
 // to the next waiter in line. Whatever ctx says, the Lock ends here at once
 // (no more renewal; its contexts are cancelled with ErrReleased). The delete
-// in Redis ignores ctx's cancellation; it gives up two seconds after it
-// starts when ctx has no deadline, else at most two seconds after ctx's
-// deadline. Release waits for it until ctx ends, and if ctx ends first it
-// returns ctx's error while the delete goes on in the background.
+// in Redis ignores ctx's cancellation and gives up two seconds after ctx's
+// deadline, or after two seconds if ctx has none. Release waits for it until
+// ctx ends, and if ctx ends first it returns ctx's error while the delete
+// goes on in the background.
 // If Redis cannot be reached the lease runs out within its TTL, since
 // nothing renews it any more.
 //

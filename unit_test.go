@@ -3,6 +3,7 @@ package distlock
 import (
 	"container/heap"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -217,5 +218,43 @@ func TestReplyDecoding(t *testing.T) {
 	}
 	if extendReply(1, false) != extendUnacked || extendReply(1, true) != extendDone || extendReply(-1, true) != extendTaken || extendReply(0, true) != extendGone {
 		t.Error("extendReply")
+	}
+}
+
+func TestTryGrant(t *testing.T) {
+	defer func(f func() int64) { nowMillis = f }(nowMillis)
+	nowMillis = func() int64 { return 1763870000123 }
+	if got, want := tryGrant("tok", "0:host=a pid=1"), "1763870000123 tok 0 0:host=a pid=1"; got != want {
+		t.Fatalf("tryGrant = %q, want %q", got, want)
+	}
+}
+
+func TestScriptReplies(t *testing.T) {
+	reply := func(v any) *redis.Cmd {
+		cmd := redis.NewCmd(t.Context())
+		cmd.SetVal(v)
+		return cmd
+	}
+	for _, c := range []struct {
+		v         any
+		ints, try string
+	}{
+		{int64(7), "[7]", "[1 7 1]"},
+		{[]any{int64(0), int64(250)}, "[0 250]", "[0 250]"},
+		{[]any{int64(1), int64(7), int64(1), int64(1)}, "[1 7 1 1]", "[1 7 1 1]"},
+	} {
+		got, err := int64s(reply(c.v), nil)
+		if err != nil || fmt.Sprint(got) != c.ints {
+			t.Errorf("int64s(%v) = %v, %v; want %s", c.v, got, err, c.ints)
+		}
+		got, err = tryReply(reply(c.v), nil)
+		if err != nil || fmt.Sprint(got) != c.try {
+			t.Errorf("tryReply(%v) = %v, %v; want %s", c.v, got, err, c.try)
+		}
+	}
+	for _, v := range []any{"OK", []any{int64(1), "x"}} {
+		if got, err := int64s(reply(v), nil); err == nil {
+			t.Errorf("int64s(%v) = %v, want an error", v, got)
+		}
 	}
 }
