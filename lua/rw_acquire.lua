@@ -1,6 +1,6 @@
 -- rw_acquire: one attempt at a read-write lock (after lib.lua, shared.lua).
--- KEYS as in shared.lua; ARGV[1..11] as in acquire.lua (modes "t" and "j":
--- a read-write lock is always fair), and
+-- KEYS as in shared.lua; ARGV[1..11] as in acquire.lua (modes "t", try
+-- only, and "j": a read-write lock is always fair), and
 -- ARGV[12] want    "r" read (shared) or "w" write (exclusive)
 -- A caller takes the lock only if nobody waits ahead of it: a reader that
 -- comes while a writer waits queues behind it, so writers do not starve.

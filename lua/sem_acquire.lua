@@ -1,6 +1,6 @@
 -- sem_acquire: one attempt at a semaphore permit (after lib.lua,
 -- shared.lua). KEYS as in shared.lua; ARGV[1..11] as in acquire.lua
--- (modes "t" and "j": permits go in arrival order), and
+-- (modes "t", try only, and "j": permits go in arrival order), and
 -- ARGV[12] limit   the semaphore's number of permits
 -- returns {1, fence, 1} when granted ({1, fence, 1, 1} when a handoff gave
 -- it to the caller), {0, ms until a permit's lease ends, or -1} otherwise
