@@ -124,6 +124,10 @@ func TestCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			far, err := c.Lock(ctx, "far", distlock.WithTTL(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
 			waiting := make(chan error, 1)
 			go func() {
 				wctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
@@ -160,6 +164,16 @@ func TestCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
 					t.Errorf("%s: %v, want ErrNotObtained and DeadlineExceeded", name, err)
 				}
 			}
+			// A deadline far enough away for the call to run inline (with
+			// ContextTimeoutEnabled), and Release's own bound of 2 s beyond
+			// it: Release still returns at the deadline.
+			fctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+			start := time.Now()
+			err = far.Release(fctx)
+			if took := time.Since(start); err == nil || took > 600*time.Millisecond+deadlineSlack {
+				t.Errorf("Release under a 600ms deadline with Redis blackholed: %v after %v, want an error within 600ms+%v", err, took, deadlineSlack)
+			}
+			cancel()
 			if err := <-waiting; err != nil {
 				t.Error(err)
 			}
