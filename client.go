@@ -271,8 +271,8 @@ func (c *Client) ensureNotifier() *notifier {
 // request is one call that asks for a hold.
 type request struct {
 	kind *kind
-	// acquireArg is ARGV[12] of the acquire script and releaseArg ARGV[8]
-	// of the release script (see kind)
+	// acquireArg and releaseArg are the kind's own arguments of its acquire
+	// and release scripts (see kind)
 	acquireArg, releaseArg any
 	key                    string
 	names                  keyNames

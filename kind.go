@@ -30,9 +30,11 @@ type kind struct {
 	release *redis.Script
 	extend  *redis.Script
 	pttl    *redis.Script
-	// acquireArg is ARGV[12] of acquire (the announce flag of an election,
-	// "r"/"w" of a read-write lock; a semaphore's limit is per call);
-	// releaseArg is ARGV[8] of release (a semaphore's limit, per call).
+	// acquireArg is the kind's own argument of acquire: the announce flag
+	// of an election (ARGV[12] of acquire.lua), "r"/"w" of a read-write
+	// lock (ARGV[7], see shared.lua; a semaphore's limit is per call). A
+	// semaphore's release takes its limit too (ARGV[5] of
+	// shared_release.lua), per call.
 	acquireArg any
 }
 

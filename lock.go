@@ -12,7 +12,8 @@ import (
 type Lock struct {
 	client *Client
 	kind   *kind
-	// releaseArg is ARGV[8] of the kind's release script (a semaphore's limit)
+	// releaseArg is the kind's own argument of its release script (a
+	// semaphore's limit, see runReleaseLinked)
 	releaseArg any
 	key        string
 	names      keyNames

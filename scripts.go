@@ -14,7 +14,8 @@ import (
 // Each lock operation is one script call: go-redis sends it with EVALSHA
 // and falls back to EVAL on NOSCRIPT, so the fast path is one round trip.
 // The scripts that read a lock start with lib.lua, which defines its
-// layout; each file opens with its KEYS/ARGV contract. Acquire, release and
+// layout (those of an exclusive lock add holds.lua, those of shared holds
+// shared.lua: Redis defines every function of a script on every call); each file opens with its KEYS/ARGV contract. Acquire, release and
 // extend put their common case in a head before lib.lua: Redis runs the
 // whole script on every call, and defining lib.lua's functions was about a
 // sixth of an uncontended acquire's time in Redis (19.5 µs with them, 16.1
@@ -24,6 +25,8 @@ import (
 var (
 	//go:embed lua/lib.lua
 	libSource string
+	//go:embed lua/holds.lua
+	holdsSource string
 	//go:embed lua/try_head.lua
 	tryHeadSource string
 	//go:embed lua/try.lua
@@ -47,18 +50,18 @@ var (
 	//go:embed lua/raise_fence.lua
 	raiseFenceSource string
 
-	tryScript          = redis.NewScript(tryHeadSource + libSource + trySource)
-	acquireScript      = redis.NewScript(libSource + acquireSource)
-	releaseScript      = redis.NewScript(releaseHeadSource + libSource + releaseSource)
-	extendScript       = redis.NewScript(extendHeadSource + libSource + extendSource)
-	pttlScript         = redis.NewScript(libSource + pttlSource)
-	forceReleaseScript = redis.NewScript(libSource + forceReleaseSource)
+	tryScript          = redis.NewScript(tryHeadSource + libSource + holdsSource + trySource)
+	acquireScript      = redis.NewScript(libSource + holdsSource + acquireSource)
+	releaseScript      = redis.NewScript(releaseHeadSource + libSource + holdsSource + releaseSource)
+	extendScript       = redis.NewScript(extendHeadSource + libSource + holdsSource + extendSource)
+	pttlScript         = redis.NewScript(libSource + holdsSource + pttlSource)
+	forceReleaseScript = redis.NewScript(libSource + holdsSource + forceReleaseSource)
 	inspectScript      = redis.NewScript(inspectSource)
 	raiseFenceScript   = redis.NewScript(raiseFenceSource)
 )
 
 // handoffLease is the first lease of a lock handed to a waiter (see
-// handoff in lua/lib.lua); the grantee's renewal raises it to its TTL.
+// handoff in lua/holds.lua); the grantee's renewal raises it to its TTL.
 const handoffLease = 2 * time.Second
 
 // runRelease runs release.lua: it drops token's hold of the lock names
@@ -71,14 +74,18 @@ func runRelease(ctx context.Context, rdb redis.Scripter, h hold, pub any, entry 
 
 // runReleaseLinked is runRelease passing link (see Observer.Link) to a
 // waiter the lock is handed to.
+// The kind's own argument (a semaphore's limit) follows the four that every
+// release takes; entry, announce and link come last, and only when set.
 func runReleaseLinked(ctx context.Context, rdb redis.Scripter, h hold, pub any, entry string, announce bool, link string) *redis.Cmd {
-	if h.releaseArg == nil {
-		if entry == "" && !announce && link == "" {
-			return h.kind.release.Run(ctx, rdb, h.names.keys, h.token, pub, nowMillis(), handoffLeaseArg)
-		}
-		return h.kind.release.Run(ctx, rdb, h.names.keys, h.token, pub, nowMillis(), handoffLeaseArg, entry, boolArg(announce), link)
+	args := make([]any, 4, 8)
+	args[0], args[1], args[2], args[3] = h.token, pub, nowMillis(), handoffLeaseArg
+	if h.releaseArg != nil {
+		args = append(args, h.releaseArg)
 	}
-	return h.kind.release.Run(ctx, rdb, h.names.keys, h.token, pub, nowMillis(), handoffLeaseArg, entry, boolArg(announce), link, h.releaseArg)
+	if entry != "" || announce || link != "" {
+		args = append(args, entry, boolArg(announce), link)
+	}
+	return h.kind.release.Run(ctx, rdb, h.names.keys, args...)
 }
 
 // hold names one hold (or one that may have been made) for the scripts.

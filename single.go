@@ -292,13 +292,19 @@ func (s *single) acquireCall(r *request, mode string, again bool) (*redis.Script
 		}
 		return r.kind.try, r.names.keys[:2], []any{tryGrant(r.token, r.tail), msArg(r.cfg.ttl)}
 	}
-	args := make([]any, 6, 12)
-	args[0], args[1], args[2], args[3], args[4], args[5] = r.token, msArg(r.cfg.ttl), r.cfg.owner, r.tail, nowMillis(), mode
-	if mode != modeTry || r.acquireArg != nil {
-		args = append(args, r.entry, boolArg(again), s.pubArg, lineTTLArg, handoffLeaseArg)
-		if r.acquireArg != nil {
-			args = append(args, r.acquireArg)
+	if r.kind.shared { // see lua/shared.lua
+		args := make([]any, 7, 11)
+		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = r.token, msArg(r.cfg.ttl), r.tail, nowMillis(), s.pubArg, handoffLeaseArg, r.acquireArg
+		if mode != modeTry {
+			args = append(args, mode, r.entry, boolArg(again), lineTTLArg)
 		}
+		return r.kind.acquire, r.names.keys, args
+	}
+	args := make([]any, 11, 12)
+	args[0], args[1], args[2], args[3], args[4], args[5] = r.token, msArg(r.cfg.ttl), r.cfg.owner, r.tail, nowMillis(), mode
+	args[6], args[7], args[8], args[9], args[10] = r.entry, boolArg(again), s.pubArg, lineTTLArg, handoffLeaseArg
+	if r.acquireArg != nil {
+		args = append(args, r.acquireArg)
 	}
 	return r.kind.acquire, r.names.keys, args
 }

@@ -1,16 +1,15 @@
 -- rw_acquire: one attempt at a read-write lock (after lib.lua, shared.lua).
--- KEYS as in shared.lua; ARGV[1..11] as in acquire.lua (modes "t", try
--- only, and "j": a read-write lock is always fair), and
--- ARGV[12] want    "r" read (shared) or "w" write (exclusive)
+-- KEYS as in shared.lua; ARGV as in shared.lua, ARGV[7] want: "r" read
+-- (shared) or "w" write (exclusive); in mode "j" a read-write lock is
+-- always fair.
 -- A caller takes the lock only if nobody waits ahead of it: a reader that
 -- comes while a writer waits queues behind it, so writers do not starve.
--- returns {1, fence, 1} when granted ({1, fence, 1, 1} when a handoff gave
--- it to the caller), else {0, how long until a hold ends (ms), or -1} (and
--- the caller is in line in mode "j").
-local token, ttl, tail, since, mode, entry, again, want =
-  ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[12]
+-- returns the fence when granted ({1, fence, 1, 1} when a handoff gave it
+-- to the caller), else {0, how long until a hold ends (ms), or -1} (and the
+-- caller is in line in mode "j").
+local token, ttl, tail, since, want, mode, entry, again = shared_args()
 local now = now_ms()
-local head, held = serve_ahead(entry, since, ARGV[9], ARGV[11], 1e9, prune(now))
+local head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], 1e9, prune(now))
 -- Only a caller already in line can have been handed a hold.
 local f = again == '1' and own(token)
 if f then
@@ -27,9 +26,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not he
   else
     hold_shared(token, ttl, value, now, held)
   end
-  return {1, fence, 1}
+  return fence
 end
 if mode ~= 't' then
-  line_up(entry, again, ARGV[10])
+  line_up(entry, again, ARGV[11])
 end
 return {0, blocker_ttl(now)}

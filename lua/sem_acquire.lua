@@ -1,13 +1,11 @@
 -- sem_acquire: one attempt at a semaphore permit (after lib.lua,
--- shared.lua). KEYS as in shared.lua; ARGV[1..11] as in acquire.lua
--- (modes "t", try only, and "j": permits go in arrival order), and
--- ARGV[12] limit   the semaphore's number of permits
--- returns {1, fence, 1} when granted ({1, fence, 1, 1} when a handoff gave
--- it to the caller), {0, ms until a permit's lease ends, or -1} otherwise
--- (and the caller is in line in mode "j"), or an error reply "LIMIT <n>"
--- when the semaphore is in use with another limit.
-local token, ttl, tail, since, mode, entry, again, limit =
-  ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[12]
+-- shared.lua). KEYS and ARGV as in shared.lua, ARGV[7] limit: the
+-- semaphore's number of permits (permits go in arrival order).
+-- returns the fence when granted ({1, fence, 1, 1} when a handoff gave it
+-- to the caller), {0, ms until a permit's lease ends, or -1} otherwise (and
+-- the caller is in line in mode "j"), or an error reply "LIMIT <n>" when
+-- the semaphore is in use with another limit.
+local token, ttl, tail, since, limit, mode, entry, again = shared_args()
 local have = redis.call('HGET', KEYS[5], '!n')
 if have and have ~= limit then
   return redis.error_reply('LIMIT ' .. have)
@@ -16,7 +14,7 @@ local n = tonumber(limit)
 local now = now_ms()
 local held = prune(now)
 local head
-head, held = serve_ahead(entry, since, ARGV[9], ARGV[11], n - held, held)
+head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], n - held, held)
 -- Only a caller already in line can have been handed a permit.
 local f = again == '1' and shared_fence(token)
 if f then
@@ -28,10 +26,12 @@ if held < n and (not head or head == entry) then
   end
   local fence = redis.call('INCR', KEYS[2])
   hold_shared(token, ttl, grant(fence, since, token, '1', tail), now, held)
-  redis.call('HSET', KEYS[5], '!n', limit)
-  return {1, fence, 1}
+  if not have then
+    redis.call('HSET', KEYS[5], '!n', limit)
+  end
+  return fence
 end
 if mode ~= 't' then
-  line_up(entry, again, ARGV[10])
+  line_up(entry, again, ARGV[11])
 end
 return {0, blocker_ttl(now)}

@@ -6,9 +6,31 @@
 -- KEYS[4] shared holds: zset token -> lease end, server ms
 -- KEYS[5] their grants: hash token -> grant as in lib.lua; on a semaphore
 --         field "!n" is its limit
+-- The acquire scripts (rw_acquire.lua, sem_acquire.lua) take
+-- ARGV[1] token   this call
+-- ARGV[2] ttl     lease in ms
+-- ARGV[3] tail    "<#owner>:<owner><meta>" (no owner: shared holds are not
+--                 reentrant)
+-- ARGV[4] since   the caller's clock, unix ms
+-- ARGV[5] pub     "PUBLISH" or "SPUBLISH", for handoffs to waiters ahead
+-- ARGV[6] claim   first lease of such a handoff, ms
+-- ARGV[7]         the script's own: a read-write lock's want, a
+--                 semaphore's limit
+-- and, passed together or not at all (a try, the common case, passes none:
+-- Redis and the client pay for every argument):
+-- ARGV[8] mode    "j" (or "f"): join the line if not granted; "t" if absent
+-- ARGV[9] entry   the caller's line entry
+-- ARGV[10] again  "1" when the caller may be in line already (a re-ask)
+-- ARGV[11] linettl how long the line lives without a re-ask, ms
+--
 -- A shared hold has its own lease, the score in KEYS[4]: a holder that dies
 -- frees its share when that runs out. Expired holds are dropped by every
 -- script before it counts.
+
+-- shared_args returns token, ttl, tail, since, ARGV[7], mode, entry, again.
+local function shared_args()
+  return ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[7], ARGV[8] or 't', ARGV[9] or '', ARGV[10] or '0'
+end
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -16,14 +38,18 @@ local function now_ms()
 end
 
 -- prune drops the shared holds whose lease ran out; returns how many are
--- left.
+-- left. With none (the uncontended case) it costs one command.
 local function prune(now)
+  local n = redis.call('ZCARD', KEYS[4])
+  if n == 0 then
+    return 0
+  end
   local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
   if #gone > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
     redis.call('HDEL', KEYS[5], unpack(gone))
   end
-  return redis.call('ZCARD', KEYS[4])
+  return n - #gone
 end
 
 -- keep makes key live for at least ms more.

@@ -3,17 +3,20 @@
 -- how a caller that gave up leaves: it drops its line entry and any hold
 -- made to it.
 -- KEYS as in shared.lua
--- ARGV[1..7] as in release.lua, always all passed
--- ARGV[8] limit   a semaphore's number of permits, "0" for a read-write lock
--- returns {-1} when the token holds nothing, {0} when released, {0, n}
--- when n waiters were handed a hold.
-local token = ARGV[1]
-if ARGV[5] ~= '' then
-  redis.call('LREM', KEYS[3], 1, ARGV[5])
+-- ARGV[1..4] as in release.lua
+-- ARGV[5] limit   a semaphore's number of permits, "0" for a read-write lock
+-- ARGV[6..8] entry, notify (unused) and link as release.lua's ARGV[5..7],
+--                 passed together or not at all
+-- returns {-1} when the token holds nothing, 0 when released, {0, n} when n
+-- waiters were handed a hold.
+local token, limit = ARGV[1], tonumber(ARGV[5])
+if ARGV[6] and ARGV[6] ~= '' then
+  redis.call('LREM', KEYS[3], 1, ARGV[6])
 end
 local now = now_ms()
 local found, exclusive = false, false
-local ex = redis.call('GET', KEYS[1])
+-- A semaphore (limit > 0) never has an exclusive grant.
+local ex = limit == 0 and redis.call('GET', KEYS[1])
 if ex then
   local _, _, holds = parse(ex)
   if holds == token then
@@ -34,11 +37,12 @@ end
 local held = prune(now)
 local handed = 0
 if not exclusive then
-  local limit = tonumber(ARGV[8])
   local room = limit > 0 and limit - held or 1e9
-  handed = handoff_shared(ARGV[2], ARGV[3], ARGV[4], ARGV[7], room, held)
+  handed = handoff_shared(ARGV[2], ARGV[3], ARGV[4], ARGV[8] or '', room, held)
 end
-if (handed == 0 and held or redis.call('ZCARD', KEYS[4])) == 0 then
+-- Redis deletes an empty zset or hash itself; only a semaphore's hash keeps
+-- a field ("!n") when no permit is held.
+if limit > 0 and (handed == 0 and held or redis.call('ZCARD', KEYS[4])) == 0 then
   redis.call('DEL', KEYS[4], KEYS[5])
 end
 if not found then
@@ -47,4 +51,4 @@ end
 if handed > 0 then
   return {0, handed}
 end
-return {0}
+return 0
