@@ -19,16 +19,7 @@ func BenchmarkLockRelease(b *testing.B) {
 	c := distlock.New(rdb)
 	defer c.Close()
 	defer redistest.ReportServerMicros(b, rdb, "evalsha")()
-	ctx := context.Background()
-	for b.Loop() {
-		l, err := c.Lock(ctx, "bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	lockReleasePairs(b, c)
 }
 
 // BenchmarkLockReleaseObserved is BenchmarkLockRelease with an Observer
@@ -37,6 +28,11 @@ func BenchmarkLockRelease(b *testing.B) {
 func BenchmarkLockReleaseObserved(b *testing.B) {
 	c := distlock.New(redistest.Start(b).Client(b), distlock.WithObserver(nopObserver{}))
 	defer c.Close()
+	lockReleasePairs(b, c)
+}
+
+// lockReleasePairs runs b's Lock+Release pairs of one free key on c.
+func lockReleasePairs(b *testing.B, c *distlock.Client) {
 	ctx := context.Background()
 	for b.Loop() {
 		l, err := c.Lock(ctx, "bench")
