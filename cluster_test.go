@@ -395,9 +395,11 @@ func TestClusterNoticesUseShardedPubSub(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := acquireAsync(ctx, waiter, name)
-	waitFor(t, 5*time.Second, "the waiter's shard subscription", func() bool {
+	// Subscribed and in line: a release before the waiter lines up would
+	// leave it a free lock to take, with nothing to publish.
+	waitFor(t, 5*time.Second, "the waiter's shard subscription and line entry", func() bool {
 		chs, _ := home.Client(t).Do(ctx, "PUBSUB", "SHARDCHANNELS", distlock.DefaultPrefix+"{"+name+"}:*").Slice()
-		return len(chs) == 1
+		return len(chs) == 1 && home.Client(t).LLen(ctx, distlock.DefaultPrefix+"{"+name+"}:line").Val() == 1
 	})
 	released := time.Now()
 	if err := l.Release(ctx); err != nil {
