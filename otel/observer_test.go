@@ -208,8 +208,13 @@ func TestFrozenRedis(t *testing.T) {
 	if !errors.Is(l.Err(), distlock.ErrUnreachable) {
 		t.Fatalf("lost with %v, want ErrUnreachable", l.Err())
 	}
-	waitFor(t, 3*time.Second, "a failed renewal", func() bool {
-		return f.collect(t).sum("distlock.renewals.failed") > 0
+	// One renewal event records the failure, the lag and the batch, one
+	// after the other: wait for all three.
+	waitFor(t, 3*time.Second, "a failed renewal batch", func() bool {
+		m := f.collect(t)
+		n, _ := m.hist("distlock.renewal.lag")
+		b, _ := m.intHist("distlock.renewal.batch.size")
+		return m.sum("distlock.renewals.failed") > 0 && n > 0 && b > 0
 	})
 	f.srv.Signal(syscall.SIGCONT)
 
