@@ -31,6 +31,9 @@ type contender struct {
 	lib, cfg string
 	desc     string // what the configuration is, for the report
 	peer     bool   // a peer library (not distlock, not the baseline)
+	// onlyIn, when set, is the one scenario the row runs in: a reference
+	// row that is no lock anyone would ship (the floor).
+	onlyIn string
 	// open returns a locker on the given nodes (one unless quorum) whose
 	// leases last ttl.
 	open func(addrs []string, ttl time.Duration) (locker, error)
@@ -41,6 +44,9 @@ type contender struct {
 }
 
 func (c contender) name() string { return c.lib + " " + c.cfg }
+
+// runsIn says whether the row takes part in scenario.
+func (c contender) runsIn(scenario string) bool { return c.onlyIn == "" || c.onlyIn == scenario }
 
 // tunedDelay is the short retry delay of every "tuned" polling configuration.
 const tunedDelay = time.Millisecond
@@ -59,6 +65,7 @@ func goredisClient(addr string) *redis.Client {
 func contenders() []contender {
 	cs := []contender{
 		{lib: "baseline", cfg: "1ms", desc: "SET NX PX + Lua compare-and-delete on go-redis, polling every 1ms", open: openBaseline},
+		{lib: "floor", cfg: "fenced", onlyIn: "uncontended", desc: "the leanest fenced lock of two scripts on go-redis: INCR of a shared counter + SET NX PX; GET, compare, DEL (no reentrancy, metadata or waiting line)", open: openFloor},
 		{lib: "distlock", cfg: "default", desc: "distlock.New(rdb), Client.Lock, default options", open: openDistlock(false), contract: distlockContract},
 	}
 	if fairOption != nil {
@@ -372,3 +379,53 @@ func (l *baselineLocker) lock(ctx context.Context, key string) (func(context.Con
 }
 
 func (l *baselineLocker) close() { _ = l.rdb.Close() }
+
+// --- floor ---
+
+// The floor is what any lock that mints its fence inside its acquire script
+// pays at least: one script around the counter's INCR and the SET NX PX,
+// and a compare-and-delete. distlock's uncontended pair is judged against
+// the baseline, and shown beside this row to tell its own cost from the
+// fence's.
+var (
+	floorAcquire = redis.NewScript(`local f = redis.call('INCR', KEYS[2])
+if redis.call('SET', KEYS[1], f .. ' ' .. ARGV[1], 'NX', 'PX', ARGV[2]) then return f end
+return 0`)
+	floorRelease = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, -#ARGV[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+)
+
+type floorLocker struct{ baselineLocker }
+
+func openFloor(addrs []string, ttl time.Duration) (locker, error) {
+	return &floorLocker{baselineLocker{rdb: goredisClient(addrs[0]), ttl: ttl}}, nil
+}
+
+func (l *floorLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	token := newToken()
+	keys := []string{key, "floor:fence"}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		fence, err := floorAcquire.Run(ctx, l.rdb, keys, token, l.ttl.Milliseconds()).Int64()
+		if err != nil {
+			return nil, err
+		}
+		if fence > 0 {
+			return func(ctx context.Context) error {
+				n, err := floorRelease.Run(ctx, l.rdb, keys[:1], token).Int64()
+				if err == nil && n != 1 {
+					err = fmt.Errorf("floor: release of %q found it not held", key)
+				}
+				return err
+			}, nil
+		}
+		t.Reset(tunedDelay)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -44,7 +44,7 @@ func main() {
 		rounds     = flag.Int("rounds", 9, "interleaved rounds of the headline scenarios (uncontended, prim-uncontended, hotkey, sem-throughput, churn)")
 		slowRounds = flag.Int("slow-rounds", 3, "interleaved rounds of the other scenarios (distinct, pingpong, crash, quorum)")
 		scenarios  = flag.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
-		only       = flag.String("only", "", "comma-separated contenders to run (lib or lib/cfg, e.g. distlock,rueidislock/tuned); baseline is always run")
+		only       = flag.String("only", "", "comma-separated contenders to run (lib or lib/cfg, e.g. distlock,rueidislock/tuned); baseline and floor are always run")
 		out        = flag.String("out", ".", "directory for results.json, results.md and the chart (bench.svg, bench.png)")
 		childMode  = flag.String("child", "", "internal: run as a child process (hold, pingpong)")
 		lib        = flag.String("lib", "", "internal: child's library")
@@ -168,7 +168,7 @@ func findContender(lib, cfg string) (contender, bool) {
 func selected(cfg config) []contender {
 	var cs []contender
 	for _, c := range contenders() {
-		if c.lib == "baseline" || len(cfg.only) == 0 || contains(cfg.only, c.lib) || contains(cfg.only, c.lib+"/"+c.cfg) {
+		if c.lib == "baseline" || c.lib == "floor" || len(cfg.only) == 0 || contains(cfg.only, c.lib) || contains(cfg.only, c.lib+"/"+c.cfg) {
 			cs = append(cs, c)
 		}
 	}

@@ -162,6 +162,7 @@ const (
 	refBaseline = "baseline"
 	refBestPeer = "best peer"
 	refRueidis  = "rueidislock tuned"
+	refFloor    = "floor"
 )
 
 // finish summarizes every row's per-round values and takes the per-round
@@ -185,11 +186,12 @@ func (rep *report) finish() {
 	}
 	base := rep.rowRef(refBaseline, "baseline", "1ms")
 	rue := rep.rowRef(refRueidis, "rueidislock", "tuned")
+	floor := rep.rowRef(refFloor, "floor", "fenced")
 	ratios := []struct {
 		metric string
 		ref    reference
 	}{
-		{mUP50, base}, {mUCPU, base}, {mDOps, base},
+		{mUP50, base}, {mUCPU, base}, {mUP50, floor}, {mUCPU, floor}, {mDOps, base},
 		{mHCS, base}, {mHCS, rep.bestPeer(true)},
 		{mHHandoff, base}, {mHHandoff, rue},
 		{mPP50, rue},

@@ -50,6 +50,9 @@ func run(cfg config) (*report, error) {
 		t0 := time.Now()
 		for round := 1; round <= rounds; round++ {
 			for _, c := range rotated(cs, round) {
+				if !c.runsIn(scenario) {
+					continue
+				}
 				r := rep.row(c)
 				if err := ad.flush(); err != nil {
 					r.fail(scenario, err)
@@ -167,6 +170,9 @@ func rotated(cs []contender, round int) []contender {
 // per contender and untimed, because MONITOR slows the server.
 func monitorPass(cfg config, cs []contender, rep *report, addrs []string, ad *admin) {
 	for _, c := range cs {
+		if !c.runsIn("hotkey") {
+			continue
+		}
 		r := rep.row(c)
 		if err := ad.flush(); err != nil {
 			r.fail("hotkey", err)
