@@ -5,7 +5,11 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
 end
-if string.match(v, '^%d+ %d+ (%S+) ') == ARGV[1] then
+-- Held once by this token when "<token> " follows the second space of
+-- "<fence> <since> <holds> ..." (plain finds: see release_head.lua).
+local a = string.find(v, ' ', 1, true)
+local b = a and string.find(v, ' ', a + 1, true)
+if b and string.sub(v, b + 1, b + #ARGV[1] + 1) == ARGV[1] .. ' ' then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

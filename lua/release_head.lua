@@ -6,8 +6,13 @@ local v
 if not ARGV[5] then -- no line entry to drop, no notice to publish
   v = redis.call('GET', KEYS[1])
   if v then
-    local holds, line = string.match(v, '^%d+ %d+ (%S+) ([01]) ')
-    if holds == ARGV[1] and line == '0' then
+    -- v is "<fence> <since> <holds> <line> <tail>" (lib.lua): held once by
+    -- this token, nobody in line, when " <token> 0 " follows the second
+    -- space. Two plain finds are about a microsecond cheaper in Redis than
+    -- a pattern with captures.
+    local a = string.find(v, ' ', 1, true)
+    local b = a and string.find(v, ' ', a + 1, true)
+    if b and string.sub(v, b + 1, b + #ARGV[1] + 3) == ARGV[1] .. ' 0 ' then
       redis.call('DEL', KEYS[1])
       return 0
     end
