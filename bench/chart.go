@@ -164,6 +164,9 @@ func (rep *report) panelPlot(pn panel, rows []*result) (*plot.Plot, bool, error)
 	var medians []float64
 	for _, r := range rows {
 		rs := r.ratio(pn.metric, refBaseline)
+		if rs == nil && r.Lib == "floor" {
+			continue // a reference row, only in the uncontended scenario
+		}
 		bars = append(bars, bar{r.name(), rs, barColor(r)})
 		if rs != nil {
 			medians = append(medians, rs.Median)
