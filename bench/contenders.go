@@ -353,28 +353,45 @@ func openBaseline(addrs []string, ttl time.Duration) (locker, error) {
 
 func (l *baselineLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
 	token := newToken()
+	err := poll(ctx, func() (bool, error) {
+		err := l.rdb.Do(ctx, "SET", key, token, "NX", "PX", l.ttl.Milliseconds()).Err()
+		if err == redis.Nil {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return casRelease("baseline", baselineRelease, l.rdb, []string{key}, token), nil
+}
+
+// poll calls try until it takes the lock, tunedDelay apart, or ctx ends.
+func poll(ctx context.Context, try func() (bool, error)) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		err := l.rdb.Do(ctx, "SET", key, token, "NX", "PX", l.ttl.Milliseconds()).Err()
-		if err != nil && err != redis.Nil {
-			return nil, err
-		}
-		if err == nil {
-			return func(ctx context.Context) error {
-				n, err := baselineRelease.Run(ctx, l.rdb, []string{key}, token).Int64()
-				if err == nil && n != 1 {
-					err = fmt.Errorf("baseline: release of %q found it not held", key)
-				}
-				return err
-			}, nil
+		if ok, err := try(); ok || err != nil {
+			return err
 		}
 		t.Reset(tunedDelay)
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
+	}
+}
+
+// casRelease is the release of a lock of lib held by token: script deletes
+// keys[0] if token still holds it, and answers 1 if it did.
+func casRelease(lib string, script *redis.Script, rdb *redis.Client, keys []string, token string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		n, err := script.Run(ctx, rdb, keys, token).Int64()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("%s: release of %q found it not held", lib, keys[0])
+		}
+		return err
 	}
 }
 
@@ -405,27 +422,12 @@ func openFloor(addrs []string, ttl time.Duration) (locker, error) {
 func (l *floorLocker) lock(ctx context.Context, key string) (func(context.Context) error, error) {
 	token := newToken()
 	keys := []string{key, "floor:fence"}
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
+	err := poll(ctx, func() (bool, error) {
 		fence, err := floorAcquire.Run(ctx, l.rdb, keys, token, l.ttl.Milliseconds()).Int64()
-		if err != nil {
-			return nil, err
-		}
-		if fence > 0 {
-			return func(ctx context.Context) error {
-				n, err := floorRelease.Run(ctx, l.rdb, keys[:1], token).Int64()
-				if err == nil && n != 1 {
-					err = fmt.Errorf("floor: release of %q found it not held", key)
-				}
-				return err
-			}, nil
-		}
-		t.Reset(tunedDelay)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.C:
-		}
+		return fence > 0, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return casRelease("floor", floorRelease, l.rdb, keys[:1], token), nil
 }
