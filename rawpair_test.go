@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkRawScriptPair runs the acquire and release scripts straight
@@ -26,17 +25,6 @@ func BenchmarkRawScriptPair(b *testing.B) {
 	}
 }
 
-// Scripts of the leanest fenced lock: a fence from a shared counter and SET
-// NX PX; a compare-and-delete. No reentrancy, metadata or waiting line.
-var (
-	leanAcquire = redis.NewScript(`local f = redis.call('INCR', KEYS[2])
-if redis.call('SET', KEYS[1], f .. ' ' .. ARGV[1], 'NX', 'PX', ARGV[2]) then return f end
-return 0`)
-	leanRelease = redis.NewScript(`local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, -#ARGV[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
-)
-
 // BenchmarkLeanFencedPair is the floor of any fenced lock made of two
 // scripts, for comparison with BenchmarkRawScriptPair and
 // BenchmarkSetNXBaseline (see docs/design.md, what an operation costs).
@@ -46,10 +34,10 @@ func BenchmarkLeanFencedPair(b *testing.B) {
 	defer redistest.ReportServerMicros(b, rdb, "evalsha")()
 	keys := []string{"distlock:{bench}", "distlock:fence"}
 	for b.Loop() {
-		if f, err := leanAcquire.Run(ctx, rdb, keys, "tok", DefaultTTL.Milliseconds()).Int64(); err != nil || f == 0 {
+		if f, err := redistest.FloorAcquire.Run(ctx, rdb, keys, "tok", DefaultTTL.Milliseconds()).Int64(); err != nil || f == 0 {
 			b.Fatal("lean acquire failed", f, err)
 		}
-		if n, err := leanRelease.Run(ctx, rdb, keys[:1], "tok").Int64(); err != nil || n != 1 {
+		if n, err := redistest.FloorRelease.Run(ctx, rdb, keys[:1], "tok").Int64(); err != nil || n != 1 {
 			b.Fatal("lean release failed", n, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
@@ -399,20 +400,10 @@ func (l *baselineLocker) close() { _ = l.rdb.Close() }
 
 // --- floor ---
 
-// The floor is what any lock that mints its fence inside its acquire script
-// pays at least: one script around the counter's INCR and the SET NX PX,
-// and a compare-and-delete. distlock's uncontended pair is judged against
-// the baseline, and shown beside this row to tell its own cost from the
-// fence's.
-var (
-	floorAcquire = redis.NewScript(`local f = redis.call('INCR', KEYS[2])
-if redis.call('SET', KEYS[1], f .. ' ' .. ARGV[1], 'NX', 'PX', ARGV[2]) then return f end
-return 0`)
-	floorRelease = redis.NewScript(`local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, -#ARGV[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
-)
-
+// The floor (redistest.FloorAcquire, FloorRelease) is what any lock that
+// mints its fence inside its acquire script pays at least. distlock's
+// uncontended pair is judged against the baseline, and shown beside this
+// row to tell its own cost from the fence's.
 type floorLocker struct{ baselineLocker }
 
 func openFloor(addrs []string, ttl time.Duration) (locker, error) {
@@ -423,11 +414,11 @@ func (l *floorLocker) lock(ctx context.Context, key string) (func(context.Contex
 	token := newToken()
 	keys := []string{key, "floor:fence"}
 	err := poll(ctx, func() (bool, error) {
-		fence, err := floorAcquire.Run(ctx, l.rdb, keys, token, l.ttl.Milliseconds()).Int64()
+		fence, err := redistest.FloorAcquire.Run(ctx, l.rdb, keys, token, l.ttl.Milliseconds()).Int64()
 		return fence > 0, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return casRelease("floor", floorRelease, l.rdb, keys[:1], token), nil
+	return casRelease("floor", redistest.FloorRelease, l.rdb, keys[:1], token), nil
 }
