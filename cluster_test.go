@@ -228,26 +228,32 @@ func TestClusterWaiterOnOtherNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan time.Time, 1)
-		werr := make(chan error, 1)
+		// The waiter reports once, after its Release: when its Lock
+		// returned, and the first error. (Two channels, one for the grant
+		// and one for the end, raced in the select below: a waiter done
+		// with both before the test looked could be read as a nil error.)
+		type outcome struct {
+			at  time.Time
+			err error
+		}
+		done := make(chan outcome, 1)
 		go func() {
 			wl, err := waiter.Lock(ctx, name)
 			at := time.Now()
 			if err != nil {
-				werr <- err
+				done <- outcome{err: err}
 				return
 			}
-			got <- at
+			err = wl.Release(ctx)
 			if wl.Fence() <= l.Fence() {
-				werr <- fmt.Errorf("waiter fence %d not above holder fence %d", wl.Fence(), l.Fence())
-				return
+				err = fmt.Errorf("waiter fence %d not above holder fence %d", wl.Fence(), l.Fence())
 			}
-			werr <- wl.Release(ctx)
+			done <- outcome{at, err}
 		}()
 		time.Sleep(300 * time.Millisecond) // the holder's work; the waiter is waiting meanwhile
 		select {
-		case <-got:
-			t.Fatalf("round %d: waiter got the lock while it was held", i)
+		case o := <-done:
+			t.Fatalf("round %d: waiter's Lock returned while the lock was held (err %v)", i, o.err)
 		default:
 		}
 		released := time.Now()
@@ -255,15 +261,13 @@ func TestClusterWaiterOnOtherNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case at := <-got:
-			lat = append(lat, at.Sub(released))
-		case err := <-werr:
-			t.Fatalf("round %d: waiter: %v", i, err)
+		case o := <-done:
+			if o.err != nil {
+				t.Fatalf("round %d: waiter: %v", i, o.err)
+			}
+			lat = append(lat, o.at.Sub(released))
 		case <-time.After(5 * time.Second):
 			t.Fatalf("round %d: waiter did not get the lock within 5s of the release", i)
-		}
-		if err := <-werr; err != nil {
-			t.Fatalf("round %d: waiter: %v", i, err)
 		}
 	}
 	sorted := slices.Clone(lat)
