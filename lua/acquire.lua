@@ -14,15 +14,17 @@
 -- ARGV[10] linettl how long the line lives without a re-ask, ms
 -- ARGV[11] claim  first lease of a handoff in fair mode, ms
 -- ARGV[12] notify "1": publish "a" on "<lock>:released" when granted
--- returns {1, fence, holds} when the caller holds the lock ({1, fence, 1,
--- 1} when a handoff gave it to the caller before this call), else {0, lease
--- left in ms} (and the caller is in line in modes j and f).
+-- returns the fence of a new grant (a bare integer, as try.lua), {1, fence,
+-- holds} when the caller's owner took it again, {1, fence, 1, 1} when a
+-- handoff gave it to the caller before this call, else {0, lease left in
+-- ms} (and the caller is in line in modes j and f).
 local token, ttl, owner, tail, since, mode, entry, again =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 
 local v = redis.call('GET', KEYS[1])
+local head -- the line's first entry, when a fair call looked at it
 if not v and mode == 'f' then
-  local head = redis.call('LINDEX', KEYS[3], 0)
+  head = redis.call('LINDEX', KEYS[3], 0)
   if head and head ~= entry then
     -- Free, but others came first (its holder died): the head takes it.
     if handoff(ARGV[9], since, ARGV[11]) then
@@ -50,7 +52,8 @@ local line = '0'
 if again == '1' then
   redis.call('LREM', KEYS[3], 1, entry)
   line = '1'
-elseif redis.call('EXISTS', KEYS[3]) == 1 then
+elseif (mode ~= 'f' or head) and redis.call('EXISTS', KEYS[3]) == 1 then
+  -- (a fair call that found the line empty above knows it still is)
   line = '1'
 end
 local fence = redis.call('INCR', KEYS[2])
@@ -58,4 +61,4 @@ redis.call('SET', KEYS[1], grant(fence, since, token, line, tail), 'PX', ttl)
 if ARGV[12] == '1' then
   redis.call(ARGV[9], KEYS[1] .. ':released', 'a')
 end
-return {1, fence, 1}
+return fence
