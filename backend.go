@@ -73,12 +73,13 @@ const cleanupTimeout = 2 * time.Second
 // inline (see detached): far beyond a healthy round trip.
 const inlineMargin = 250 * time.Millisecond
 
-// detached runs op, a Redis call made for a caller whose ctx may end first,
-// so that the caller's answer never waits for Redis past ctx: op runs in a
-// goroutine under a context that ignores ctx's cancellation and ends
-// cleanupTimeout after ctx's deadline, and when ctx ends first the caller
-// gets ctx.Err() while late gets op's result once it comes (to undo what op
-// did). The goroutine counts in c.bg, which Close waits for.
+// detached runs op(ctx, a), a Redis call made for a caller whose ctx may
+// end first, so that the caller's answer never waits for Redis past ctx: op
+// runs in a goroutine under a context that ignores ctx's cancellation and
+// ends cleanupTimeout after ctx's deadline, and when ctx ends first the
+// caller gets ctx.Err() while late, if not nil, gets a and op's result once
+// it comes (to undo what op did). The goroutine counts in c.bg, which Close
+// waits for.
 //
 // Two cases need no goroutine, whose hand-offs cost more than the call on
 // the fast path: a ctx that can never end, and a ctx whose deadline is at
@@ -89,23 +90,34 @@ const inlineMargin = 250 * time.Millisecond
 // run inline: go-redis drops the connection of a call cut off at its
 // deadline, and callers with short deadlines under load would make every
 // cut-off call cost a new connection.
-func detached[T any](c *Client, ctx context.Context, op func(context.Context) (T, error), late func(T, error)) (T, error) {
+//
+// The hot callers (Release, and each acquire attempt) pass op and late as
+// plain functions and their state as a, not as closures: a closure handed
+// to a goroutine is allocated on every call, even when the call runs inline
+// and the goroutine never starts (two allocations per Lock and two per
+// Release). The goroutine below copies a only when it starts.
+func detached[A, T any](c *Client, ctx context.Context, a A, op func(context.Context, A) (T, error), late func(A, T, error)) (T, error) {
 	if ctx.Done() == nil {
-		return op(ctx)
+		return op(ctx, a)
 	}
 	if d, ok := ctx.Deadline(); ok && c.deadlines && time.Until(d) >= inlineMargin {
-		v, err := op(ctx)
+		v, err := op(ctx, a)
 		// The socket deadline is ctx's: a timeout may come a hair before
 		// ctx itself reports it.
 		if err != nil && (ctx.Err() != nil || time.Until(d) < time.Millisecond) {
 			if late != nil {
-				late(v, err)
+				late(a, v, err)
 			}
 			<-ctx.Done() // at most a millisecond: callers expect ctx ended too
 			return v, ctx.Err()
 		}
 		return v, err
 	}
+	return inBackground(c, ctx, a, op, late)
+}
+
+// inBackground is detached's goroutine for a ctx that may end before op.
+func inBackground[A, T any](c *Client, ctx context.Context, a A, op func(context.Context, A) (T, error), late func(A, T, error)) (T, error) {
 	opCtx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
 	if d, ok := ctx.Deadline(); ok {
 		opCtx, cancel = context.WithDeadline(opCtx, d.Add(cleanupTimeout))
@@ -120,11 +132,11 @@ func detached[T any](c *Client, ctx context.Context, op func(context.Context) (T
 	go func() {
 		defer c.bg.done()
 		defer cancel()
-		v, err := op(opCtx)
+		v, err := op(opCtx, a)
 		if claimed.CompareAndSwap(false, true) {
 			done <- result{v, err}
 		} else if late != nil {
-			late(v, err)
+			late(a, v, err)
 		}
 	}()
 	select {
@@ -138,6 +150,16 @@ func detached[T any](c *Client, ctx context.Context, op func(context.Context) (T
 		r := <-done // the result came at the same moment: use it
 		return r.v, r.err
 	}
+}
+
+// detachedFunc is detached for a call that needs no undoing, given as a
+// closure (off the hot path, where its allocation does not matter).
+func detachedFunc[T any](c *Client, ctx context.Context, op func(context.Context) (T, error)) (T, error) {
+	return detached(c, ctx, op, callFunc[T], nil)
+}
+
+func callFunc[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
+	return op(ctx)
 }
 
 // background runs f in a goroutine that Close waits for, under a context

@@ -221,15 +221,17 @@ func (c *Client) request(k *kind, key string, opts []Option, wait bool) (*reques
 	if err := c.b.serves(k); err != nil {
 		return nil, err
 	}
-	cfg, err := buildLockConfig(opts)
-	if err != nil {
+	// The options write into the request itself: a config of its own would
+	// escape through the option functions and cost an allocation per call.
+	r := &request{kind: k, key: key, wait: wait, tail: defaultTail, acquireArg: k.acquireArg}
+	if err := r.cfg.build(opts); err != nil {
 		return nil, err
 	}
+	cfg := &r.cfg
 	if k.shared && cfg.owner != "" {
 		return nil, fmt.Errorf("%w: WithOwner (reentrancy) is for locks, not a %s", ErrInvalidOption, k.primitive)
 	}
-	token := newToken()
-	r := &request{kind: k, key: key, names: c.names(k, key), cfg: cfg, token: token, wait: wait, tail: defaultTail, acquireArg: k.acquireArg}
+	r.names, r.token = c.names(k, key), newToken()
 	if cfg.owner != "" || cfg.meta != processMetadata {
 		r.tail = strconv.Itoa(len(cfg.owner)) + ":" + cfg.owner + cfg.meta
 	}
@@ -280,6 +282,9 @@ type request struct {
 	token                  string
 	tail                   string // "<len(owner)>:<owner><meta>", see lua/lib.lua
 	entry                  string // the call's line entry (see lua/lib.lua), once it waits
+	// tryArgs holds the arguments of a try attempt, so that they cost no
+	// allocation of their own; attempts of a call run one after another
+	tryArgs [3]any
 	// deadline: the entry carries ctx's deadline, so a handoff skips it
 	// once the call has given up by its deadline
 	deadline bool

@@ -74,9 +74,9 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		return fmt.Errorf("%w: value longer than %d bytes", ErrInvalidOption, maxMetadataLen)
 	}
 	c := l.client
-	ok, err := detached(c, ctx, func(ctx context.Context) (int64, error) {
+	ok, err := detachedFunc(c, ctx, func(ctx context.Context) (int64, error) {
 		return proclaimScript.Run(ctx, c.b.admin(), l.names.keys[:1], l.token, "0:"+value, c.b.publish()).Int64()
-	}, nil)
+	})
 	switch {
 	case err != nil:
 		return fmt.Errorf("distlock: proclaim %q: %w", l.key, err)

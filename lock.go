@@ -135,23 +135,7 @@ func (l *Lock) release(ctx context.Context, link string) error {
 	if done {
 		return ErrNotHeld
 	}
-	out, err := detached(l.client, ctx, func(ctx context.Context) (releaseOutcome, error) {
-		if ctx.Err() != nil { // run inline under a ctx that ended: no time to try
-			return releaseGone, ctx.Err()
-		}
-		// A ctx with a deadline bounds the call already; a timer of our own
-		// would cost every Release a few microseconds.
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
-			defer cancel()
-		}
-		return l.client.b.release(ctx, l, link)
-	}, func(_ releaseOutcome, err error) {
-		if err != nil { // cut off by the caller's deadline: try once more, detached
-			l.client.background(func(ctx context.Context) { _, _ = l.client.b.release(ctx, l, link) })
-		}
-	})
+	out, err := detached(l.client, ctx, releaseCall{l, link}, runReleaseCall, retryReleaseCall)
 	l.observeEnd(out, err)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -168,6 +152,34 @@ func (l *Lock) release(ctx context.Context, link string) error {
 		l.client.observe(ctx, Event{Kind: EventHandoff, Key: l.key, Fence: l.fence})
 	}
 	return nil
+}
+
+// releaseCall is one Release's call to Redis (see detached).
+type releaseCall struct {
+	l    *Lock
+	link string
+}
+
+func runReleaseCall(ctx context.Context, rc releaseCall) (releaseOutcome, error) {
+	if ctx.Err() != nil { // run inline under a ctx that ended: no time to try
+		return releaseGone, ctx.Err()
+	}
+	// A ctx with a deadline bounds the call already; a timer of our own
+	// would cost every Release a few microseconds.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+	}
+	return rc.l.client.b.release(ctx, rc.l, rc.link)
+}
+
+// retryReleaseCall tries once more, detached, a release that the caller's
+// deadline cut off.
+func retryReleaseCall(rc releaseCall, _ releaseOutcome, err error) {
+	if err != nil {
+		rc.l.client.background(func(ctx context.Context) { _, _ = rc.l.client.b.release(ctx, rc.l, rc.link) })
+	}
 }
 
 // observeEnd reports the end of a hold by Release, with what Redis said.
@@ -234,9 +246,9 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Unlock()
 	l.client.track(l) // the scheduler must see the new deadline
 
-	out, err := detached(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
+	out, err := detachedFunc(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
 		return l.client.b.extend(ctx, l, ttl)
-	}, nil)
+	})
 	if err != nil {
 		return fmt.Errorf("distlock: extend %q: %w", l.key, err)
 	}
@@ -267,9 +279,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
 	}
-	d, err := detached(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
+	d, err := detachedFunc(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
 		return l.client.b.pttl(ctx, l)
-	}, nil)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("distlock: ttl %q: %w", l.key, err)
 	}
@@ -351,9 +363,9 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 func (l *Lock) confirm(ctx context.Context, start time.Time) error {
 	b := l.client.b
 	if l.renew {
-		out, err := detached(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
+		out, err := detachedFunc(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
 			return b.extend(ctx, l, l.lease())
-		}, nil)
+		})
 		switch {
 		case err != nil:
 			return err
@@ -365,9 +377,9 @@ func (l *Lock) confirm(ctx context.Context, start time.Time) error {
 		l.confirmLocked(start)
 		l.mu.Unlock()
 	} else {
-		left, err := detached(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
+		left, err := detachedFunc(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
 			return b.pttl(ctx, l)
-		}, nil)
+		})
 		switch {
 		case err != nil:
 			return err

@@ -92,26 +92,27 @@ func WithFair() Option {
 	return func(c *lockConfig) { c.fair = true }
 }
 
-func buildLockConfig(opts []Option) (lockConfig, error) {
-	cfg := lockConfig{ttl: DefaultTTL}
+// build sets cfg from opts over the defaults.
+func (cfg *lockConfig) build(opts []Option) error {
+	*cfg = lockConfig{ttl: DefaultTTL}
 	for _, o := range opts {
 		if o != nil {
-			o(&cfg)
+			o(cfg)
 		}
 	}
 	if cfg.ttl < time.Millisecond || cfg.ttl > MaxTTL {
-		return cfg, fmt.Errorf("%w: %v is outside [1ms, %v]", ErrInvalidTTL, cfg.ttl, MaxTTL)
+		return fmt.Errorf("%w: %v is outside [1ms, %v]", ErrInvalidTTL, cfg.ttl, MaxTTL)
 	}
 	if cfg.ownerSet && (cfg.owner == "" || len(cfg.owner) > MaxKeyLen) {
-		return cfg, fmt.Errorf("%w: owner id must be 1 to %d bytes", ErrInvalidOption, MaxKeyLen)
+		return fmt.Errorf("%w: owner id must be 1 to %d bytes", ErrInvalidOption, MaxKeyLen)
 	}
 	if len(cfg.meta) > maxMetadataLen {
-		return cfg, fmt.Errorf("%w: metadata longer than %d bytes", ErrInvalidOption, maxMetadataLen)
+		return fmt.Errorf("%w: metadata longer than %d bytes", ErrInvalidOption, maxMetadataLen)
 	}
 	if !cfg.metaSet {
 		cfg.meta = processMetadata
 	}
-	return cfg, nil
+	return nil
 }
 
 var processMetadata = func() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -246,16 +247,31 @@ func (s *single) attempt(ctx context.Context, r *request, mode string, again boo
 	case <-ctx.Done():
 		return reply{}, ctx.Err()
 	}
-	return detached(s.c, ctx, func(ctx context.Context) (reply, error) {
-		defer func() { <-s.slots }()
-		return s.acquire(ctx, r, mode, again)
-	}, func(rep reply, err error) {
-		// The call gave up; undo what Redis did for it, unless that is
-		// only an entry in line that handoffs skip after its deadline.
-		if err != nil || rep.granted || mode != modeTry && !(r.deadline && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
-			s.abandon(r)
-		}
-	})
+	return detached(s.c, ctx, attemptCall{s, r, mode, again, ctx}, runAttempt, undoAttempt)
+}
+
+// attemptCall is one acquire attempt's call to Redis (see detached); ctx is
+// its caller's.
+type attemptCall struct {
+	s     *single
+	r     *request
+	mode  string
+	again bool
+	ctx   context.Context
+}
+
+func runAttempt(ctx context.Context, a attemptCall) (reply, error) {
+	defer func() { <-a.s.slots }()
+	return a.s.acquire(ctx, a.r, a.mode, a.again)
+}
+
+// undoAttempt undoes what Redis did for an attempt whose caller gave up,
+// unless that is only an entry in line that handoffs skip after its
+// deadline.
+func undoAttempt(a attemptCall, rep reply, err error) {
+	if err != nil || rep.granted || a.mode != modeTry && !(a.r.deadline && errors.Is(a.ctx.Err(), context.DeadlineExceeded)) {
+		a.s.abandon(a.r)
+	}
 }
 
 func (s *single) acquire(ctx context.Context, r *request, mode string, again bool) (reply, error) {
@@ -270,7 +286,8 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, err)
 	}
 	if len(res) < 2 {
-		return reply{}, fmt.Errorf("distlock: acquire %q: unexpected reply %v", r.key, res)
+		// A copy: formatting res itself would put buf on the heap on every call.
+		return reply{}, fmt.Errorf("distlock: acquire %q: unexpected reply %v", r.key, slices.Clone(res))
 	}
 	if res[0] == 0 {
 		return reply{holderTTL: time.Duration(res[1]) * time.Millisecond}, nil
@@ -287,10 +304,11 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 // acquireCall is the script, keys and arguments of one attempt in mode.
 func (s *single) acquireCall(r *request, mode string, again bool) (*redis.Script, []string, []any) {
 	if mode == modeTry && r.kind.try != nil {
+		args := append(r.tryArgs[:0], tryGrant(r.token, r.tail), msArg(r.cfg.ttl))
 		if r.kind.announce {
-			return r.kind.try, r.names.keys[:2], []any{tryGrant(r.token, r.tail), msArg(r.cfg.ttl), s.pubArg}
+			args = append(args, s.pubArg)
 		}
-		return r.kind.try, r.names.keys[:2], []any{tryGrant(r.token, r.tail), msArg(r.cfg.ttl)}
+		return r.kind.try, r.names.keys[:2], args
 	}
 	if r.kind.shared { // see lua/shared.lua
 		args := make([]any, 7, 11)
