@@ -15,12 +15,12 @@ import (
 // WithTTL option, the Lock, the release's arguments, and go-redis' boxing
 // of the two keys more that a release passes; a Release under a ctx without
 // a deadline adds the timer that bounds it. Measured with go1.26 and
-// go-redis v9.23: 11 and 16 (one more each under -race); 18 and 23 before
-// the acquire and release calls stopped allocating closures and the
-// request its options and try arguments apart.
+// go-redis v9.23: 10 and 15 (one more each under -race); 18 and 23 before
+// the acquire and release calls stopped allocating closures, the call its
+// state, and the request its options and try arguments apart.
 const (
-	maxExtraAllocs           = 12
-	maxExtraAllocsNoDeadline = 17
+	maxExtraAllocs           = 11
+	maxExtraAllocsNoDeadline = 16
 )
 
 // TestLockReleaseAllocations keeps the allocations of an uncontended pair

@@ -66,7 +66,8 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, notObtained(r.key, err)
 	}
-	q := s.newCall(ctx, r)
+	q := &call{s: s, r: r, mode: modeTry}
+	q.start(ctx)
 	defer q.leave()
 	for {
 		if err := q.heard(ctx); err != nil {
@@ -98,11 +99,12 @@ type call struct {
 	lastErr error     // a Redis error met while in line
 }
 
-// newCall starts a call: a lock this Client waited for lately is likely
+// start starts a call: a lock this Client waited for lately is likely
 // held, so the call lines up in the same request that asks, if its
 // subscription is still there; a fair call always lines up.
-func (s *single) newCall(ctx context.Context, r *request) *call {
-	q := &call{s: s, r: r, mode: modeTry, n: s.c.existingNotifier()}
+func (q *call) start(ctx context.Context) {
+	r := q.r
+	q.n = q.s.c.existingNotifier()
 	if r.wait && (q.n != nil || r.cfg.fair) {
 		q.lineUp(ctx)
 	}
@@ -114,7 +116,6 @@ func (s *single) newCall(ctx context.Context, r *request) *call {
 	if r.wait && r.cfg.fair {
 		q.mode = modeFair
 	}
-	return q
 }
 
 func (q *call) lineUp(ctx context.Context) {
