@@ -105,7 +105,7 @@ func (rep *report) writeChart(dir string) error {
 	w, h := vg.Length(cols)*5.6*vg.Inch, vg.Length(len(grid))*4.2*vg.Inch+top
 	header := []string{
 		"distlock vs peers: ratio to the SET NX PX baseline of the same round",
-		fmt.Sprintf("bar: median over %d rounds · whiskers: p25–p75 · dashed line: 1× · blue: distlock, grey: peers · dark: default, light: tuned (1 ms retry)", rep.Rounds),
+		fmt.Sprintf("bar: median over %d rounds (uncontended: %d) · whiskers: p25–p75 · dashed line: 1× · blue: distlock, grey: peers · dark: default, light: tuned (1 ms retry)", rep.Rounds, rep.uncontendedRounds()),
 		fmt.Sprintf("%s · Redis %s · %d cores · %s%s", rep.Date, rep.Redis, rep.Cores, rep.Go, map[bool]string{true: " · -quick", false: ""}[rep.Quick]),
 	}
 	render := func(c vg.CanvasWriterTo) vg.CanvasWriterTo {

@@ -18,7 +18,8 @@ import (
 )
 
 type config struct {
-	rounds                int // uncontended, hot key, deadline churn
+	rounds                int // hot key, deadline churn, semaphore throughput
+	uncontendedRounds     int // uncontended and prim-uncontended: cheap, and their ratios are the tightest targets
 	slowRounds            int // distinct keys, ping-pong, crash, quorum
 	scenarios             map[string]bool
 	only                  []string
@@ -41,7 +42,8 @@ var allScenarios = []string{"uncontended", "prim-uncontended", "distinct", "hotk
 func main() {
 	var (
 		quick      = flag.Bool("quick", false, "short smoke run (3 short rounds of the headline scenarios, 1 of the others)")
-		rounds     = flag.Int("rounds", 9, "interleaved rounds of the headline scenarios (uncontended, prim-uncontended, hotkey, sem-throughput, churn)")
+		rounds     = flag.Int("rounds", 9, "interleaved rounds of the headline scenarios (hotkey, sem-throughput, churn; also uncontended unless -uncontended-rounds is given)")
+		uncRounds  = flag.Int("uncontended-rounds", 21, "interleaved rounds of uncontended and prim-uncontended")
 		slowRounds = flag.Int("slow-rounds", 3, "interleaved rounds of the other scenarios (distinct, pingpong, crash, quorum)")
 		scenarios  = flag.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 		only       = flag.String("only", "", "comma-separated contenders to run (lib or lib/cfg, e.g. distlock,rueidislock/tuned); baseline and floor are always run")
@@ -81,10 +83,11 @@ func main() {
 		return
 	}
 	// Durations are chosen so that a full run stays under 10 minutes on 2
-	// cores: the headline scenarios get 9 rounds, the slow ones (child
+	// cores: the uncontended scenarios get 21 rounds (a round of them takes
+	// about 3 s), the other headline scenarios 9, the slow ones (child
 	// processes, a crash per round, five servers) 3.
 	cfg := config{
-		rounds: *rounds, slowRounds: *slowRounds, scenarios: map[string]bool{}, out: *out,
+		rounds: *rounds, uncontendedRounds: *uncRounds, slowRounds: *slowRounds, scenarios: map[string]bool{}, out: *out,
 		uncontendedN: 1000, uncontendedSlices: 10, quorumN: 500,
 		distinctDur: time.Second, hotDur: time.Second, pingDur: time.Second, monitorDur: 500 * time.Millisecond,
 		distinctWorkers: 32, hotN: 16, hotHold: 200 * time.Microsecond,
@@ -107,6 +110,9 @@ func main() {
 		cfg.distinctDur, cfg.hotDur, cfg.pingDur, cfg.monitorDur = 400*time.Millisecond, 400*time.Millisecond, 600*time.Millisecond, 300*time.Millisecond
 		cfg.churn.dur = 600 * time.Millisecond
 		cfg.sem.dur = 400 * time.Millisecond
+	}
+	if (*quick || flagSet("rounds")) && !flagSet("uncontended-rounds") {
+		cfg.uncontendedRounds = cfg.rounds
 	}
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -74,8 +74,8 @@ func (rep *report) markdown() string {
 	if rep.Quick {
 		quick = ", -quick"
 	}
-	fmt.Fprintf(&b, "\n### Results (%s, Redis %s, %d cores, %s, %d rounds for uncontended/hot key/churn, %d for the others%s, %s)\n\n",
-		rep.Date, rep.Redis, rep.Cores, rep.Go, rep.Rounds, rep.SlowRounds, quick, rep.Elapsed)
+	fmt.Fprintf(&b, "\n### Results (%s, Redis %s, %d cores, %s, %d rounds for uncontended, %d for hot key/churn/semaphore, %d for the others%s, %s)\n\n",
+		rep.Date, rep.Redis, rep.Cores, rep.Go, rep.uncontendedRounds(), rep.Rounds, rep.SlowRounds, quick, rep.Elapsed)
 	b.WriteString("Values are medians over rounds. Ratios (×) are medians of per-round ratios, each taken between runs of the same round; " +
 		"[a–b] is their interquartile range (p25–p75) over the rounds. CPU is client (getrusage of the bench process, and of the child for ping-pong) " +
 		"plus server (INFO cpu) per operation; server commands are INFO commandstats deltas, calls made inside scripts included.\n")

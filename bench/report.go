@@ -53,6 +53,7 @@ type report struct {
 	Cores      int             `json:"cores"`
 	Go         string          `json:"go"`
 	Rounds     int             `json:"rounds_headline"`
+	UncRounds  int             `json:"rounds_uncontended"`
 	SlowRounds int             `json:"rounds_other"`
 	Quick      bool            `json:"quick"`
 	Elapsed    string          `json:"elapsed"`
@@ -68,10 +69,19 @@ type report struct {
 	bench      config
 }
 
+// uncontendedRounds is the uncontended scenarios' count of rounds; a
+// results.json written before it had its own is read as the headline's.
+func (r *report) uncontendedRounds() int {
+	if r.UncRounds == 0 {
+		return r.Rounds
+	}
+	return r.UncRounds
+}
+
 func newReport(cs []contender, cfg config) *report {
 	r := &report{
 		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Cores: runtime.NumCPU(), Go: runtime.Version(),
-		Rounds: cfg.rounds, SlowRounds: cfg.slowRounds, Quick: cfg.quick, bench: cfg,
+		Rounds: cfg.rounds, UncRounds: cfg.uncontendedRounds, SlowRounds: cfg.slowRounds, Quick: cfg.quick, bench: cfg,
 		Setup: map[string]any{
 			"uncontended_pairs_per_round": cfg.uncontendedN,
 			"distinct_goroutines":         cfg.distinctWorkers,

@@ -25,8 +25,8 @@ func run(cfg config) (*report, error) {
 	cs := selected(cfg)
 	rep := newReport(cs, cfg)
 	rep.Redis = ad.version()
-	logf("bench: redis %s on %s, %d cores, %s, %d rows, %d rounds (headline) / %d (others)",
-		rep.Redis, addrs[0], runtime.NumCPU(), runtime.Version(), len(cs), cfg.rounds, cfg.slowRounds)
+	logf("bench: redis %s on %s, %d cores, %s, %d rows, %d rounds (uncontended) / %d (hot key, churn, semaphore) / %d (others)",
+		rep.Redis, addrs[0], runtime.NumCPU(), runtime.Version(), len(cs), cfg.uncontendedRounds, cfg.rounds, cfg.slowRounds)
 	if fairOption == nil {
 		logf("bench: distlock has no WithFair yet: fair rows left out")
 	}
@@ -77,7 +77,7 @@ func run(cfg config) (*report, error) {
 
 	if cfg.scenarios["uncontended"] {
 		t0 := time.Now()
-		for round := 1; round <= cfg.rounds; round++ {
+		for round := 1; round <= cfg.uncontendedRounds; round++ {
 			order := rotated(cs, round)
 			if err := ad.flush(); err != nil {
 				return nil, err
@@ -239,7 +239,7 @@ func runPrimUncontended(cfg config, rep *report, prims []contender, addrs []stri
 		return
 	}
 	t0 := time.Now()
-	for round := 1; round <= cfg.rounds; round++ {
+	for round := 1; round <= cfg.uncontendedRounds; round++ {
 		order := rotated(prims, round)
 		if err := ad.flush(); err != nil {
 			for _, c := range order {
