@@ -282,9 +282,10 @@ type request struct {
 	token                  string
 	tail                   string // "<len(owner)>:<owner><meta>", see lua/lib.lua
 	entry                  string // the call's line entry (see lua/lib.lua), once it waits
-	// tryArgs holds the arguments of a try attempt, so that they cost no
-	// allocation of their own; attempts of a call run one after another
-	tryArgs [3]any
+	// tryCmd holds the call of a try attempt (see script.command), so that
+	// it costs no allocation of its own; attempts of a call run one after
+	// another
+	tryCmd [8]any
 	// deadline: the entry carries ctx's deadline, so a handoff skips it
 	// once the call has given up by its deadline
 	deadline bool

@@ -1,10 +1,6 @@
 package distlock
 
-import (
-	_ "embed"
-
-	"github.com/redis/go-redis/v9"
-)
+import _ "embed"
 
 // kind is what differs between the primitives that one engine serves:
 // their scripts, their keys and how their waiters line up. A *Lock is a
@@ -25,11 +21,11 @@ type kind struct {
 	mode   string // line entry mode: "x" exclusive, "s" shared
 	// try is the attempt that does not line up (try.lua), nil when acquire
 	// makes it (mode "t")
-	try     *redis.Script
-	acquire *redis.Script
-	release *redis.Script
-	extend  *redis.Script
-	pttl    *redis.Script
+	try     *script
+	acquire *script
+	release *script
+	extend  *script
+	pttl    *script
 	// acquireArg is the kind's own argument of acquire: the announce flag
 	// of an election (ARGV[12] of acquire.lua), "r"/"w" of a read-write
 	// lock (ARGV[7], see shared.lua; a semaphore's limit is per call). A
@@ -56,13 +52,13 @@ var (
 	//go:embed lua/inspect_shared.lua
 	inspectSharedSource string
 
-	rwAcquireScript     = redis.NewScript(libSource + sharedSource + rwAcquireSource)
-	semAcquireScript    = redis.NewScript(libSource + sharedSource + semAcquireSource)
-	sharedReleaseScript = redis.NewScript(libSource + sharedSource + sharedReleaseSource)
-	sharedExtendScript  = redis.NewScript(libSource + sharedSource + sharedExtendSource)
-	sharedPttlScript    = redis.NewScript(libSource + sharedSource + sharedPttlSource)
-	proclaimScript      = redis.NewScript(libSource + proclaimSource)
-	inspectSharedScript = redis.NewScript(libSource + sharedSource + inspectSharedSource)
+	rwAcquireScript     = newScript(libSource + sharedSource + rwAcquireSource)
+	semAcquireScript    = newScript(libSource + sharedSource + semAcquireSource)
+	sharedReleaseScript = newScript(libSource + sharedSource + sharedReleaseSource)
+	sharedExtendScript  = newScript(libSource + sharedSource + sharedExtendSource)
+	sharedPttlScript    = newScript(libSource + sharedSource + sharedPttlSource)
+	proclaimScript      = newScript(libSource + proclaimSource)
+	inspectSharedScript = newScript(libSource + sharedSource + inspectSharedSource)
 )
 
 var (
@@ -75,7 +71,7 @@ var (
 	permitKind = sharedKind("permit", "semaphore", "sem", "s", semAcquireScript, nil, "has no free permit")
 )
 
-func sharedKind(name, primitive, prefix, mode string, acquire *redis.Script, arg any, busy string) *kind {
+func sharedKind(name, primitive, prefix, mode string, acquire *script, arg any, busy string) *kind {
 	return &kind{name: name, primitive: primitive, prefix: prefix, shared: true, mode: mode, acquire: acquire, busy: busy,
 		release: sharedReleaseScript, extend: sharedExtendScript, pttl: sharedPttlScript, acquireArg: arg}
 }

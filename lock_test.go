@@ -352,3 +352,74 @@ func TestMutexIsSyncLocker(t *testing.T) {
 	}()
 	m.Unlock()
 }
+
+// TestScriptCacheFlushed runs each script of the lock path on a Redis that
+// has forgotten it (SCRIPT FLUSH: what a restarted or failed-over server
+// has): every call falls back from EVALSHA to EVAL and does its work.
+func TestScriptCacheFlushed(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	flush := func() {
+		t.Helper()
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	a, err := c.Lock(ctx, "flushed") // try.lua, free
+	if err != nil {
+		t.Fatal(err)
+	}
+	flush()
+	if _, err := c.TryLock(ctx, "flushed"); !errors.Is(err, distlock.ErrNotObtained) { // try.lua, held
+		t.Fatalf("TryLock of a held lock: %v, want ErrNotObtained", err)
+	}
+	flush()
+	if err := a.Extend(ctx, 5*time.Second); err != nil { // extend.lua
+		t.Fatal(err)
+	}
+	flush()
+	waiter := acquireAsync(ctx, c, "flushed") // acquire.lua lines it up
+	waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{flushed}:line").Val() == 1
+	})
+	flush()
+	if err := a.Release(ctx); err != nil { // release.lua hands the lock over
+		t.Fatal(err)
+	}
+	got := recv(t, waiter, 5*time.Second)
+	if got.err != nil || got.l.Fence() <= a.Fence() {
+		t.Fatalf("waiter after the handoff: fence %d (holder's %d), %v", got.l.Fence(), a.Fence(), got.err)
+	}
+	flush()
+	if err := got.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	rw, err := c.NewRWMutex("flushed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem, err := c.NewSemaphore("flushed", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acquire := range []func(context.Context, ...distlock.Option) (*distlock.Lock, error){rw.RLock, rw.Lock, sem.Acquire} {
+		flush()
+		l, err := acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flush()
+		if err := l.Extend(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		flush()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rdb.DBSize(ctx).Val(); n != 1 { // the fence counter
+		t.Fatalf("%d keys left, want only the fence counter", n)
+	}
+}

@@ -32,16 +32,17 @@ func (a replicaAck) validate() error {
 	return nil
 }
 
-// run runs script and, when acknowledgement is on, a WAIT after it in one
-// pipeline on one connection; acked reports whether enough replicas
-// acknowledged.
-func (a replicaAck) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys []string, args ...any) (res *redis.Cmd, acked bool) {
+// run runs cmd, a call of s (see script.command), and, when
+// acknowledgement is on, a WAIT after it in one pipeline on one
+// connection; acked reports whether enough replicas acknowledged.
+func (a replicaAck) run(ctx context.Context, rdb redis.UniversalClient, s *script, cmd []any) (res *redis.Cmd, acked bool) {
 	if a.replicas == 0 {
-		return s.Run(ctx, rdb, keys, args...), true
+		return s.call(ctx, rdb, cmd), true
 	}
-	res, wait := a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return s.EvalSha(ctx, p, keys, args...) })
+	res, wait := a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return p.Do(ctx, cmd...) })
 	if isNoScript(res.Err()) {
-		res, wait = a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return s.Eval(ctx, p, keys, args...) })
+		cmd[0], cmd[1] = "eval", s.src
+		res, wait = a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return p.Do(ctx, cmd...) })
 	}
 	return res, a.enough(wait)
 }

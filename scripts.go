@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Each lock operation is one script call: go-redis sends it with EVALSHA
-// and falls back to EVAL on NOSCRIPT, so the fast path is one round trip.
+// Each lock operation is one script call: EVALSHA, falling back to EVAL on
+// NOSCRIPT, so the fast path is one round trip.
 // The scripts that read a lock start with lib.lua, which defines its
 // layout; those of an exclusive lock add holds.lua, those of shared holds
 // shared.lua, since Redis defines every function of a script on every
@@ -51,15 +51,61 @@ var (
 	//go:embed lua/raise_fence.lua
 	raiseFenceSource string
 
-	tryScript          = redis.NewScript(tryHeadSource + libSource + holdsSource + trySource)
-	acquireScript      = redis.NewScript(libSource + holdsSource + acquireSource)
-	releaseScript      = redis.NewScript(releaseHeadSource + libSource + holdsSource + releaseSource)
-	extendScript       = redis.NewScript(extendHeadSource + libSource + holdsSource + extendSource)
-	pttlScript         = redis.NewScript(libSource + holdsSource + pttlSource)
-	forceReleaseScript = redis.NewScript(libSource + holdsSource + forceReleaseSource)
-	inspectScript      = redis.NewScript(inspectSource)
-	raiseFenceScript   = redis.NewScript(raiseFenceSource)
+	tryScript          = newScript(tryHeadSource + libSource + holdsSource + trySource)
+	acquireScript      = newScript(libSource + holdsSource + acquireSource)
+	releaseScript      = newScript(releaseHeadSource + libSource + holdsSource + releaseSource)
+	extendScript       = newScript(extendHeadSource + libSource + holdsSource + extendSource)
+	pttlScript         = newScript(libSource + holdsSource + pttlSource)
+	forceReleaseScript = newScript(libSource + holdsSource + forceReleaseSource)
+	inspectScript      = newScript(inspectSource)
+	raiseFenceScript   = newScript(raiseFenceSource)
 )
+
+// script is a Lua script with its SHA1 and source boxed once, so that a
+// call on the lock path is built as the EVALSHA command itself (see
+// command): go-redis' Script.Run copies the keys and arguments into a
+// slice of its own and boxes the SHA and every key again, on every call.
+type script struct {
+	*redis.Script
+	sha, src any
+}
+
+func newScript(src string) *script {
+	s := redis.NewScript(src)
+	return &script{Script: s, sha: s.Hash(), src: src}
+}
+
+// numKeysArgs are the key counts of script calls, boxed once; as strings,
+// because go-redis reads the count to route a call on a Cluster.
+var numKeysArgs = [...]any{"0", "1", "2", "3", "4", "5"}
+
+// command appends to buf the start of a call of s with keys: EVALSHA, the
+// SHA, the key count and the keys. The caller appends the arguments and
+// runs it with call.
+func (s *script) command(buf []any, keys []string) []any {
+	buf = append(buf, "evalsha", s.sha, numKeysArgs[len(keys)])
+	for _, k := range keys {
+		buf = append(buf, k)
+	}
+	return buf
+}
+
+// doer sends one command: a client, or a pipeline that queues it.
+type doer interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// call runs cmd, a call of s built by command, on c, and once more as EVAL
+// when Redis does not have s (after a restart or a SCRIPT FLUSH), as
+// Script.Run does. It rewrites cmd for that.
+func (s *script) call(ctx context.Context, c doer, cmd []any) *redis.Cmd {
+	res := c.Do(ctx, cmd...)
+	if isNoScript(res.Err()) {
+		cmd[0], cmd[1] = "eval", s.src
+		res = c.Do(ctx, cmd...)
+	}
+	return res
+}
 
 // handoffLease is the first lease of a lock handed to a waiter (see
 // handoff in lua/holds.lua); the grantee's renewal raises it to its TTL.
@@ -69,7 +115,7 @@ const handoffLease = 2 * time.Second
 // (first dropping entry from the line, if not ""), hands a freed lock to the
 // next waiter, and with announce publishes "r" on the lock's shared channel
 // when the lock is freed without a handoff.
-func runRelease(ctx context.Context, rdb redis.Scripter, h hold, pub any, entry string, announce bool) *redis.Cmd {
+func runRelease(ctx context.Context, rdb doer, h hold, pub any, entry string, announce bool) *redis.Cmd {
 	return runReleaseLinked(ctx, rdb, h, pub, entry, announce, "")
 }
 
@@ -77,16 +123,17 @@ func runRelease(ctx context.Context, rdb redis.Scripter, h hold, pub any, entry 
 // waiter the lock is handed to. The kind's own argument (a semaphore's
 // limit) follows the four that every release takes; entry, announce and
 // link come last, and only when set.
-func runReleaseLinked(ctx context.Context, rdb redis.Scripter, h hold, pub any, entry string, announce bool, link string) *redis.Cmd {
-	args := make([]any, 4, 8)
-	args[0], args[1], args[2], args[3] = h.token, pub, nowMillis(), handoffLeaseArg
+func runReleaseLinked(ctx context.Context, rdb doer, h hold, pub any, entry string, announce bool, link string) *redis.Cmd {
+	s := h.kind.release
+	cmd := s.command(make([]any, 0, 3+len(h.names.keys)+8), h.names.keys)
+	cmd = append(cmd, h.token, pub, nowMillis(), handoffLeaseArg)
 	if h.releaseArg != nil {
-		args = append(args, h.releaseArg)
+		cmd = append(cmd, h.releaseArg)
 	}
 	if entry != "" || announce || link != "" {
-		args = append(args, entry, boolArg(announce), link)
+		cmd = append(cmd, entry, boolArg(announce), link)
 	}
-	return h.kind.release.Run(ctx, rdb, h.names.keys, args...)
+	return s.call(ctx, rdb, cmd)
 }
 
 // hold names one hold (or one that may have been made) for the scripts.

@@ -276,8 +276,8 @@ func undoAttempt(a attemptCall, rep reply, err error) {
 }
 
 func (s *single) acquire(ctx context.Context, r *request, mode string, again bool) (reply, error) {
-	script, keys, args := s.acquireCall(r, mode, again)
-	cmd, acked := s.ack.run(ctx, s.rdb, script, keys, args...)
+	script, call := s.acquireCall(r, mode, again)
+	cmd, acked := s.ack.run(ctx, s.rdb, script, call)
 	var buf [4]int64
 	res, err := tryReply(cmd, buf[:0])
 	if err != nil {
@@ -302,30 +302,32 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 	return reply{granted: true, handed: len(res) > 3, fence: res[1]}, nil
 }
 
-// acquireCall is the script, keys and arguments of one attempt in mode.
-func (s *single) acquireCall(r *request, mode string, again bool) (*redis.Script, []string, []any) {
+// acquireCall is the script of one attempt in mode and its call (see
+// script.command).
+func (s *single) acquireCall(r *request, mode string, again bool) (*script, []any) {
 	if mode == modeTry && r.kind.try != nil {
-		args := append(r.tryArgs[:0], tryGrant(r.token, r.tail), msArg(r.cfg.ttl))
+		cmd := r.kind.try.command(r.tryCmd[:0], r.names.keys[:2])
+		cmd = append(cmd, tryGrant(r.token, r.tail), msArg(r.cfg.ttl))
 		if r.kind.announce {
-			args = append(args, s.pubArg)
+			cmd = append(cmd, s.pubArg)
 		}
-		return r.kind.try, r.names.keys[:2], args
+		return r.kind.try, cmd
 	}
+	sc := r.kind.acquire
+	cmd := sc.command(make([]any, 0, 3+len(r.names.keys)+12), r.names.keys)
 	if r.kind.shared { // see lua/shared.lua
-		args := make([]any, 7, 11)
-		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = r.token, msArg(r.cfg.ttl), r.tail, nowMillis(), s.pubArg, handoffLeaseArg, r.acquireArg
+		cmd = append(cmd, r.token, msArg(r.cfg.ttl), r.tail, nowMillis(), s.pubArg, handoffLeaseArg, r.acquireArg)
 		if mode != modeTry {
-			args = append(args, mode, r.entry, boolArg(again), lineTTLArg)
+			cmd = append(cmd, mode, r.entry, boolArg(again), lineTTLArg)
 		}
-		return r.kind.acquire, r.names.keys, args
+		return sc, cmd
 	}
-	args := make([]any, 11, 12)
-	args[0], args[1], args[2], args[3], args[4], args[5] = r.token, msArg(r.cfg.ttl), r.cfg.owner, r.tail, nowMillis(), mode
-	args[6], args[7], args[8], args[9], args[10] = r.entry, boolArg(again), s.pubArg, lineTTLArg, handoffLeaseArg
+	cmd = append(cmd, r.token, msArg(r.cfg.ttl), r.cfg.owner, r.tail, nowMillis(), mode,
+		r.entry, boolArg(again), s.pubArg, lineTTLArg, handoffLeaseArg)
 	if r.acquireArg != nil {
-		args = append(args, r.acquireArg)
+		cmd = append(cmd, r.acquireArg)
 	}
-	return r.kind.acquire, r.names.keys, args
+	return sc, cmd
 }
 
 // limitError reads sem_acquire.lua's "LIMIT <n>" error reply.
@@ -402,7 +404,8 @@ func releaseReply(res []int64) releaseOutcome {
 }
 
 func (s *single) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
-	cmd, acked := s.ack.run(ctx, s.rdb, l.kind.extend, l.kind.holdKeys(l.names), l.token, ttl.Milliseconds())
+	ext := l.kind.extend
+	cmd, acked := s.ack.run(ctx, s.rdb, ext, append(ext.command(make([]any, 0, 3+len(l.names.keys)+2), l.kind.holdKeys(l.names)), l.token, ttl.Milliseconds()))
 	v, err := cmd.Int64()
 	if err != nil {
 		return extendGone, err
