@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -355,9 +356,24 @@ func TestMutexIsSyncLocker(t *testing.T) {
 
 // TestScriptCacheFlushed runs each script of the lock path on a Redis that
 // has forgotten it (SCRIPT FLUSH: what a restarted or failed-over server
-// has): every call falls back from EVALSHA to EVAL and does its work.
+// has): every call falls back from EVALSHA to EVAL and does its work, also
+// in the pipeline that waits for a replica's acknowledgement.
 func TestScriptCacheFlushed(t *testing.T) {
-	c, rdb, _ := setup(t)
+	t.Run("standalone", func(t *testing.T) {
+		c, rdb, _ := setup(t)
+		scriptsAfterFlush(t, c, rdb)
+	})
+	t.Run("replica ack", func(t *testing.T) {
+		master := redistest.Start(t)
+		master.StartReplica(t)
+		rdb := master.Client(t)
+		c := distlock.New(rdb, distlock.WithReplicaAck(1, time.Second))
+		t.Cleanup(func() { c.Close() })
+		scriptsAfterFlush(t, c, rdb)
+	})
+}
+
+func scriptsAfterFlush(t *testing.T, c *distlock.Client, rdb *redis.Client) {
 	ctx := ctxT(t, 10*time.Second)
 	flush := func() {
 		t.Helper()
