@@ -41,7 +41,7 @@ func (a replicaAck) run(ctx context.Context, rdb redis.UniversalClient, s *scrip
 	}
 	res, wait := a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return p.Do(ctx, cmd...) })
 	if isNoScript(res.Err()) {
-		cmd[0], cmd[1] = "eval", s.src
+		cmd = s.asEval(cmd)
 		res, wait = a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return p.Do(ctx, cmd...) })
 	}
 	return res, a.enough(wait)

@@ -97,14 +97,20 @@ type doer interface {
 
 // call runs cmd, a call of s built by command, on c, and once more as EVAL
 // when Redis does not have s (after a restart or a SCRIPT FLUSH), as
-// Script.Run does. It rewrites cmd for that.
+// Script.Run does.
 func (s *script) call(ctx context.Context, c doer, cmd []any) *redis.Cmd {
 	res := c.Do(ctx, cmd...)
 	if isNoScript(res.Err()) {
-		cmd[0], cmd[1] = "eval", s.src
-		res = c.Do(ctx, cmd...)
+		res = c.Do(ctx, s.asEval(cmd)...)
 	}
 	return res
+}
+
+// asEval turns cmd, a call of s built by command, into the same call as
+// EVAL with s's source.
+func (s *script) asEval(cmd []any) []any {
+	cmd[0], cmd[1] = "eval", s.src
+	return cmd
 }
 
 // handoffLease is the first lease of a lock handed to a waiter (see

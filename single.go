@@ -276,8 +276,8 @@ func undoAttempt(a attemptCall, rep reply, err error) {
 }
 
 func (s *single) acquire(ctx context.Context, r *request, mode string, again bool) (reply, error) {
-	script, call := s.acquireCall(r, mode, again)
-	cmd, acked := s.ack.run(ctx, s.rdb, script, call)
+	sc, call := s.acquireCall(r, mode, again)
+	cmd, acked := s.ack.run(ctx, s.rdb, sc, call)
 	var buf [4]int64
 	res, err := tryReply(cmd, buf[:0])
 	if err != nil {
