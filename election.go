@@ -75,7 +75,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	}
 	c := l.client
 	ok, err := detachedFunc(c, ctx, func(ctx context.Context) (int64, error) {
-		return proclaimScript.Run(ctx, c.b.admin(), l.names.keys[:1], l.token, "0:"+value, c.b.publish()).Int64()
+		return proclaimScript.run(ctx, c.b.admin(), l.names.keys[:1], l.token, "0:"+value, c.b.publish()).Int64()
 	})
 	switch {
 	case err != nil:

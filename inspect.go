@@ -66,7 +66,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 
 // inspect reads the exclusive grant of names (a lock, a leadership).
 func (c *Client) inspect(ctx context.Context, key string, names keyNames, k *kind) (LockInfo, error) {
-	res, err := inspectScript.Run(ctx, c.b.admin(), []string{names.lock, names.line}, c.b.publish()).Slice()
+	res, err := inspectScript.run(ctx, c.b.admin(), []string{names.lock, names.line}, c.b.publish()).Slice()
 	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
@@ -207,7 +207,7 @@ func (c *Client) holds(ctx context.Context, x listed) ([]LockInfo, error) {
 		}
 		return []LockInfo{info}, nil
 	}
-	res, err := inspectSharedScript.Run(ctx, c.b.admin(), c.names(k, x.name).keys).Slice()
+	res, err := inspectSharedScript.run(ctx, c.b.admin(), c.names(k, x.name).keys).Slice()
 	if err == nil && len(res) < 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
@@ -261,7 +261,7 @@ func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (Loc
 		return LockInfo{}, fmt.Errorf("%w: fence must not be negative, got %d", ErrInvalidOption, fence)
 	}
 	names := c.names(mutexKind, key)
-	res, err := forceReleaseScript.Run(ctx, c.b.admin(), names.keys, fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
+	res, err := forceReleaseScript.run(ctx, c.b.admin(), names.keys, fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
 	if err == nil && len(res) != 0 && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}

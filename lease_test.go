@@ -369,3 +369,34 @@ func TestManyCyclesLeaveNothingBehind(t *testing.T) {
 		t.Fatalf("left in Redis: %v, want only distlock:fence", keys)
 	}
 }
+
+// TestRenewalAfterScriptFlush: Redis forgets the scripts (SCRIPT FLUSH, what
+// a restarted or failed-over server has) again and again while a lock is
+// held; the renewer's pipeline finds its extend script gone, loads it and
+// renews, and the lock outlives its TTL many times over.
+func TestRenewalAfterScriptFlush(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	const ttl = 300 * time.Millisecond
+	l, err := c.TryLock(ctx, "flushed-renewal", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ { // the long work: 5×ttl, a flush every ttl/2
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(ttl / 2)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost during work: %v", l.Err())
+	default:
+	}
+	if left, err := l.TTL(ctx); err != nil || left < ttl/2 {
+		t.Fatalf("after 5×ttl of work: ttl left %v, %v", left, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -244,7 +244,7 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	}
 	grant, ttl := tryGrant(token, r.tail), r.cfg.ttl.Milliseconds()
 	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
-		return tryReply(tryScript.Run(ctx, rdb, r.names.keys[:2], grant, ttl), nil)
+		return tryReply(tryScript.run(ctx, rdb, r.names.keys[:2], grant, ttl), nil)
 	}, q.decided(isGrant), late)
 	errs := make([]error, len(res))
 	grants, top, holderTTL := 0, int64(0), time.Duration(-1)
@@ -308,7 +308,7 @@ func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, 
 		if !isGrant(acq[i]) {
 			return nil, errHeldOnNode
 		}
-		return raiseFenceScript.Run(ctx, rdb, []string{r.names.fence}, top).Int64()
+		return raiseFenceScript.run(ctx, rdb, []string{r.names.fence}, top).Int64()
 	}, nil, nil)
 	ok := 0
 	for i, x := range res {
@@ -357,7 +357,7 @@ func (q *quorum) release(ctx context.Context, l *Lock, _ string) (releaseOutcome
 func (q *quorum) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
 	start := time.Now()
 	res := q.onNodes(ctx, decisionWait(ttl), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
-		return extendScript.Run(ctx, rdb, l.names.keys[:1], l.token, ttl.Milliseconds()).Int64()
+		return extendScript.run(ctx, rdb, l.names.keys[:1], l.token, ttl.Milliseconds()).Int64()
 	}, q.decided(func(r nodeResult) bool { v, _ := r.val.(int64); return r.err == nil && v == 1 }), nil)
 	renewed, notHeld := 0, 0
 	for _, x := range res {
@@ -388,7 +388,7 @@ func (q *quorum) outcome(renewed, notHeld int, start time.Time, ttl time.Duratio
 // pttl is the lease a majority still has: the quorum-th longest.
 func (q *quorum) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
-		return pttlScript.Run(ctx, rdb, l.names.keys[:1], l.token).Int64()
+		return pttlScript.run(ctx, rdb, l.names.keys[:1], l.token).Int64()
 	}, nil, nil)
 	var ttls []int64
 	for _, x := range res {

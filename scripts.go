@@ -61,10 +61,11 @@ var (
 	raiseFenceScript   = newScript(raiseFenceSource)
 )
 
-// script is a Lua script with its SHA1 and source boxed once, so that a
-// call on the lock path is built as the EVALSHA command itself (see
-// command): go-redis' Script.Run copies the keys and arguments into a
-// slice of its own and boxes the SHA and every key again, on every call.
+// script is a Lua script with its SHA1 and source boxed once. Every call is
+// built as the EVALSHA command itself (see command), so that the lock path
+// can build it in one slice with its arguments: go-redis' Script.Run copies
+// the keys and arguments into a slice of its own and boxes the SHA and
+// every key again, on every call.
 type script struct {
 	*redis.Script
 	sha, src any
@@ -88,6 +89,16 @@ func (s *script) command(buf []any, keys []string) []any {
 		buf = append(buf, k)
 	}
 	return buf
+}
+
+// evalsha is a call of s with keys and args, built by command.
+func (s *script) evalsha(keys []string, args ...any) []any {
+	return append(s.command(make([]any, 0, 3+len(keys)+len(args)), keys), args...)
+}
+
+// run runs s with keys and args on c (see call).
+func (s *script) run(ctx context.Context, c doer, keys []string, args ...any) *redis.Cmd {
+	return s.call(ctx, c, s.evalsha(keys, args...))
 }
 
 // doer sends one command: a client, or a pipeline that queues it.

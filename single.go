@@ -405,7 +405,7 @@ func releaseReply(res []int64) releaseOutcome {
 
 func (s *single) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
 	ext := l.kind.extend
-	cmd, acked := s.ack.run(ctx, s.rdb, ext, append(ext.command(make([]any, 0, 3+len(l.names.keys)+2), l.kind.holdKeys(l.names)), l.token, ttl.Milliseconds()))
+	cmd, acked := s.ack.run(ctx, s.rdb, ext, ext.evalsha(l.kind.holdKeys(l.names), l.token, ttl.Milliseconds()))
 	v, err := cmd.Int64()
 	if err != nil {
 		return extendGone, err
@@ -427,7 +427,7 @@ func extendReply(v int64, acked bool) extendOutcome {
 }
 
 func (s *single) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
-	ms, err := l.kind.pttl.Run(ctx, s.rdb, l.kind.holdKeys(l.names), l.token).Int64()
+	ms, err := l.kind.pttl.run(ctx, s.rdb, l.kind.holdKeys(l.names), l.token).Int64()
 	if err != nil || ms < 0 {
 		return -1, err
 	}
@@ -473,7 +473,7 @@ func pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Loc
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range batch {
 			res[i].l, res[i].ttl = l, l.lease()
-			cmds[i] = l.kind.extend.EvalSha(ctx, p, l.kind.holdKeys(l.names), l.token, res[i].ttl.Milliseconds())
+			cmds[i] = p.Do(ctx, l.kind.extend.evalsha(l.kind.holdKeys(l.names), l.token, res[i].ttl.Milliseconds())...)
 		}
 		if ack.replicas > 0 {
 			wait = ack.queueWait(ctx, p)
