@@ -41,8 +41,10 @@ func (a replicaAck) run(ctx context.Context, rdb redis.UniversalClient, s *scrip
 	}
 	res, wait := a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return p.Do(ctx, cmd...) })
 	if isNoScript(res.Err()) {
-		cmd = s.asEval(cmd)
-		res, wait = a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return p.Do(ctx, cmd...) })
+		// A new variable: reassigning cmd, which the closures capture, would
+		// move it to the heap on every call.
+		eval := s.asEval(cmd)
+		res, wait = a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return p.Do(ctx, eval...) })
 	}
 	return res, a.enough(wait)
 }
