@@ -23,7 +23,7 @@ type kind struct {
 	// makes it (mode "t")
 	try     *script
 	acquire *script
-	release *script
+	release releaseScripts
 	extend  *script
 	pttl    *script
 	// acquireArg is the kind's own argument of acquire: the announce flag
@@ -54,7 +54,7 @@ var (
 
 	rwAcquireScript     = newScript(libSource + sharedSource + rwAcquireSource)
 	semAcquireScript    = newScript(libSource + sharedSource + semAcquireSource)
-	sharedReleaseScript = newScript(libSource + sharedSource + sharedReleaseSource)
+	sharedReleaseScript = newReleaseScripts(libSource + sharedSource + sharedReleaseSource)
 	sharedExtendScript  = newScript(libSource + sharedSource + sharedExtendSource)
 	sharedPttlScript    = newScript(libSource + sharedSource + sharedPttlSource)
 	proclaimScript      = newScript(libSource + proclaimSource)

@@ -19,7 +19,7 @@ func BenchmarkRawScriptPair(b *testing.B) {
 		if err := tryScript.Run(ctx, rdb, keys[:2], tryGrant("tok", defaultTail), DefaultTTL.Milliseconds()).Err(); err != nil {
 			b.Fatal(err)
 		}
-		if err := releaseScript.Run(ctx, rdb, keys, "tok", "PUBLISH", nowMillis(), 2000).Err(); err != nil {
+		if err := releaseScript.plain.Run(ctx, rdb, keys, "tok", nowMillis()).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}

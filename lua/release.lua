@@ -3,22 +3,24 @@
 -- gave up leaves: it drops its line entry and any grant made to it.
 -- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] line
 -- ARGV[1] token   the hold to drop
--- ARGV[2] pub     "PUBLISH" or "SPUBLISH"
--- ARGV[3] since   the caller's clock, unix ms: the time of a handoff
--- ARGV[4] claim   first lease of a handoff, ms
--- ARGV[5..7] are passed together or not at all (the common case: Redis and
+-- ARGV[2] since   the caller's clock, unix ms: the time of a handoff
+-- ARGV[3..5] are passed together or not at all (the common case: Redis and
 -- the client pay for every argument):
--- ARGV[5] entry   line entry to drop first, "" for none
--- ARGV[6] notify  "1": publish on "<lock>:released" when freed: "h" when
+-- ARGV[3] entry   line entry to drop first, "" for none
+-- ARGV[4] notify  "1": publish on "<lock>:released" when freed: "h" when
 --                 handed over, else "r"
--- ARGV[7] link    trace link for the grantee, or ""
+-- ARGV[5] link    trace link for the grantee, or ""
+-- pub ("PUBLISH" or "SPUBLISH") and claim (the first lease of a handoff,
+-- ms) are not arguments but locals of a first line that the client puts
+-- before release_head.lua, one variant of the script per publish command
+-- (see releaseScripts): they never change, and every argument costs.
 -- returns {-1} when the lock is gone, {-2} when another grant holds it,
 -- {holds left}, {0} when freed, or {0, fence} when handed over with that
 -- fence; release_head.lua returns 0 (not {0}: an integer is cheaper to
 -- encode and decode) when it frees the lock.
-if ARGV[5] then -- release_head.lua did not run
-  if ARGV[5] ~= '' then
-    redis.call('LREM', KEYS[3], 1, ARGV[5])
+if ARGV[3] then -- release_head.lua did not run
+  if ARGV[3] ~= '' then
+    redis.call('LREM', KEYS[3], 1, ARGV[3])
   end
   v = redis.call('GET', KEYS[1])
 end
@@ -34,9 +36,9 @@ if holds ~= ARGV[1] then
   redis.call('SET', KEYS[1], grant(fence, since, rest, line, tail), 'KEEPTTL')
   return {count_holds(rest)}
 end
-local f = free(line, ARGV[2], ARGV[3], ARGV[4], ARGV[7])
-if ARGV[6] == '1' then
-  redis.call(ARGV[2], KEYS[1] .. ':released', f and 'h' or 'r')
+local f = free(line, pub, ARGV[2], claim, ARGV[5])
+if ARGV[4] == '1' then
+  redis.call(pub, KEYS[1] .. ':released', f and 'h' or 'r')
 end
 if f then
   return {0, f}

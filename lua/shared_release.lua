@@ -3,15 +3,15 @@
 -- how a caller that gave up leaves: it drops its line entry and any hold
 -- made to it.
 -- KEYS as in shared.lua
--- ARGV[1..4] as in release.lua
--- ARGV[5] limit   a semaphore's number of permits, "0" for a read-write lock
--- ARGV[6..8] entry, notify (unused) and link as release.lua's ARGV[5..7],
+-- ARGV[1..2] as in release.lua, and pub and claim as there
+-- ARGV[3] limit   a semaphore's number of permits, "0" for a read-write lock
+-- ARGV[4..6] entry, notify (unused) and link as release.lua's ARGV[3..5],
 --                 passed together or not at all
 -- returns {-1} when the token holds nothing, 0 when released, {0, n} when n
 -- waiters were handed a hold.
-local token, limit = ARGV[1], tonumber(ARGV[5])
-if ARGV[6] and ARGV[6] ~= '' then
-  redis.call('LREM', KEYS[3], 1, ARGV[6])
+local token, limit = ARGV[1], tonumber(ARGV[3])
+if ARGV[4] and ARGV[4] ~= '' then
+  redis.call('LREM', KEYS[3], 1, ARGV[4])
 end
 local now = now_ms()
 local found, exclusive = false, false
@@ -38,7 +38,7 @@ local held = prune(now)
 local handed = 0
 if not exclusive then
   local room = limit > 0 and limit - held or 1e9
-  handed = handoff_shared(ARGV[2], ARGV[3], ARGV[4], ARGV[8] or '', room, held)
+  handed = handoff_shared(pub, ARGV[2], claim, ARGV[6] or '', room, held)
 end
 -- Redis deletes an empty zset or hash itself; only a semaphore's hash keeps
 -- a field ("!n") when no permit is held.
