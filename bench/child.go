@@ -36,6 +36,8 @@ func childMain(mode, lib, cfg, addr, key string, ttl time.Duration) error {
 		fmt.Println("H", wall())
 		_, _ = in.ReadString('\n') // held until the parent kills this process
 		return nil
+	case "pairs":
+		return countedPairs(l, key, in)
 	case "pingpong":
 		cpu0 := selfCPU()
 		evs, err := pingPongSide(l, key, false,
@@ -57,6 +59,33 @@ func childMain(mode, lib, cfg, addr, key string, ttl time.Duration) error {
 	}
 	return fmt.Errorf("unknown child mode %q", mode)
 }
+
+// countedPairs runs the uncontended scenario's pairs for an outside counter
+// (callgrind.sh): warm-up pairs, then "R" and a line read from in, then
+// pairsPerCount pairs, then "D" and a line read from in, so that the counter
+// can be reset and dumped around exactly those pairs.
+func countedPairs(l locker, key string, in *bufio.Reader) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var ex exclusion
+	step := func(n int, mark string) error {
+		if _, err := pairs(ctx, l, key, n, &ex, nil); err != nil {
+			return err
+		}
+		fmt.Println(mark)
+		_, err := in.ReadString('\n')
+		return err
+	}
+	if err := step(warmPairs*10, "R"); err != nil {
+		return err
+	}
+	return step(pairsPerCount, "D")
+}
+
+// pairsPerCount is how many pairs callgrind.sh counts: callgrind runs a
+// process about 50 times slower, and more pairs did not make the count per
+// pair steadier (see callgrind.sh).
+const pairsPerCount = 5000
 
 // child is a re-executed bench process.
 type child struct {

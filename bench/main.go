@@ -48,7 +48,7 @@ func main() {
 		scenarios  = flag.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 		only       = flag.String("only", "", "comma-separated contenders to run (lib or lib/cfg, e.g. distlock,rueidislock/tuned); baseline and floor are always run")
 		out        = flag.String("out", ".", "directory for results.json, results.md and the chart (bench.svg, bench.png)")
-		childMode  = flag.String("child", "", "internal: run as a child process (hold, pingpong)")
+		childMode  = flag.String("child", "", "internal: run as a child process (hold, pingpong, pairs: see callgrind.sh)")
 		lib        = flag.String("lib", "", "internal: child's library")
 		cfgName    = flag.String("cfg", "", "internal: child's configuration")
 		addr       = flag.String("addr", "", "internal: child's Redis address")
