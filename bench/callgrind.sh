@@ -3,13 +3,13 @@
 # Lock+Release pair, in the client and in redis-server, for the baseline,
 # the floor and distlock default: the pairs of the uncontended scenario, run
 # by a child of the bench binary (-child pairs) under valgrind's callgrind.
-# However loaded the machine, redis-server's count repeats to about 2% from
-# run to run and the client's to about 5% (the Go scheduler's idle spinning
-# depends on timing), where the bench's CPU ratios swing by a tenth: use the
-# counts to tell a change of a few percent apart, and run twice. System
-# calls are not counted (they are the same for every row; see strace -c).
+# redis-server's count repeats to about 4% from run to run, however loaded
+# the machine, where the bench's CPU ratios swing by a tenth; the client's
+# only to about 15% (the Go scheduler's idle spinning depends on timing), so
+# run it several times and compare ranges. System calls are not counted
+# (they are the same for every row; see strace -c).
 #
-#   cd bench && ./callgrind.sh                 # about 3 minutes
+#   cd bench && ./callgrind.sh                 # 2-3 minutes
 #   ./callgrind.sh floor/fenced distlock/default
 #
 # Needs valgrind (Debian: apt-get install -y valgrind) and redis-server.
@@ -36,10 +36,10 @@ pairs=5000 # pairsPerCount in child.go
 # (awk reads to the end: an early exit would fail the pipe under pipefail)
 total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ && !n { gsub(",", "", $1); print $1; n = 1 }'; }
 
-# count ROW ADDR PID: runs ROW's pairs with the child's stdin and stdout as
-# coprocess, and resets and dumps callgrind's counters of PID around them.
+# count PID: lets the child coprocess run its pairs, and resets and dumps
+# callgrind's counters of PID (the child's or redis-server's) around them.
 count() {
-	local row=$1 addr=$2 pid=$3 line
+	local pid=$1 line
 	read -r line <&"${CHILD[0]}" # R: warmed up
 	callgrind_control -z "$pid" >/dev/null 2>&1
 	echo go >&"${CHILD[1]}"
@@ -68,7 +68,7 @@ for row in "${rows[@]}"; do
 	coproc CHILD { GODEBUG=asyncpreemptoff=1 exec valgrind --tool=callgrind --callgrind-out-file="$work/client.%p" \
 		"$work/bench" -child pairs -lib "$lib" -cfg "$cfg" -addr "127.0.0.1:$port" -key bench:u 2>"$work/client.log"; }
 	cpid=$CHILD_PID
-	count "$row" "127.0.0.1:$port" "$cpid"
+	count "$cpid"
 	wait "$cpid" || true # a Go process may fault at exit under valgrind: the dump is taken
 	client=$(total "$(ls "$work"/client."$cpid".* | sort | tail -1)")
 
@@ -79,7 +79,7 @@ for row in "${rows[@]}"; do
 	ready $((port + 1))
 	coproc CHILD { exec "$work/bench" -child pairs -lib "$lib" -cfg "$cfg" -addr "127.0.0.1:$((port + 1))" -key bench:u; }
 	ccpid=$CHILD_PID
-	count "$row" "127.0.0.1:$((port + 1))" "$spid"
+	count "$spid"
 	wait "$ccpid" || true
 	redis-cli -p $((port + 1)) shutdown nosave >/dev/null 2>&1 || true
 	wait "$spid" || true
