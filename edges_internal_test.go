@@ -139,6 +139,59 @@ func TestQuorumRenewalMarksSuspectNodes(t *testing.T) {
 	}
 }
 
+// A frozen minority (a stopped redis-server accepts connections and never
+// answers, as a blackholed link does) costs a quorum renewal and Release
+// nothing: both return once a majority answered, not at the decision wait.
+func TestQuorumFrozenMinorityDoesNotDelay(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	nodes := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		nodes[i] = s.Client(t)
+	}
+	c := NewQuorum(nodes)
+	defer c.Close()
+	q := c.b.(*quorum)
+	ctx := ctxFor(t, 30*time.Second)
+	const ttl = 20 * time.Second
+	wait := decisionWait(ttl) // 1 s: far beyond two healthy round trips
+	l, err := c.TryLock(ctx, "k", WithTTL(ttl), WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		direct[i] = s.Client(t)
+		if direct[i].Exists(ctx, "distlock:{k}").Val() != 1 {
+			t.Fatalf("node %d does not hold the lock", i)
+		}
+	}
+	servers[2].Signal(syscall.SIGSTOP)
+	defer servers[2].Signal(syscall.SIGCONT)
+
+	start := time.Now()
+	res := q.renew([]*Lock{l})
+	if took := time.Since(start); res[0].out != extendDone || took >= wait {
+		t.Fatalf("renewal with a frozen node: %v (%v) after %v, decision wait %v", res[0].out, res[0].err, took, wait)
+	}
+	start = time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= wait {
+		t.Fatalf("Release with a frozen node took %v, decision wait %v", took, wait)
+	}
+	for i, rdb := range direct[:2] {
+		if rdb.Exists(ctx, "distlock:{k}").Val() != 0 {
+			t.Fatalf("node %d still holds the lock after Release", i)
+		}
+	}
+	// The thawed node answers the calls it was sent: the release frees it.
+	servers[2].Signal(syscall.SIGCONT)
+	poll(t, 10*time.Second, "the thawed node to be released", func() bool {
+		return direct[2].Exists(ctx, "distlock:{k}").Val() == 0
+	})
+}
+
 // Subscribe and unsubscribe of one channel reach Redis in the order they
 // were asked for: a channel pruned while idle and joined again right after
 // stays subscribed.

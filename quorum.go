@@ -321,10 +321,14 @@ func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, 
 	return ok >= q.majority()
 }
 
+// release returns once a majority has released the lock (the other nodes'
+// calls go on in the background), else when every node answered or the
+// decision wait ran out. A stopped or blackholed minority so costs a
+// Release nothing, as it costs a Lock nothing.
 func (q *quorum) release(ctx context.Context, l *Lock, _ string) (releaseOutcome, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
 		return int64s(runRelease(ctx, rdb, l.hold(), publishArg, "", true), nil)
-	}, nil, nil)
+	}, q.releasedByMajority, nil)
 	held, taken, failed, freed := 0, 0, 0, false
 	for _, x := range res {
 		v, _ := x.val.([]int64)
@@ -352,6 +356,21 @@ func (q *quorum) release(ctx context.Context, l *Lock, _ string) (releaseOutcome
 		return releaseFreed, nil
 	}
 	return releaseHoldsLeft, nil
+}
+
+// releasedByMajority is release's enough func: a majority of nodes held the
+// lock until this release. Only that decides early, so that the outcome is
+// the one waiting for every node would give whenever the answers agree;
+// fewer holders leave the outcome to the remaining nodes, as before.
+func (q *quorum) releasedByMajority(res []nodeResult) bool {
+	held := 0
+	for _, x := range res {
+		v, _ := x.val.([]int64)
+		if out := releaseReply(v); x.err == nil && out != releaseGone && out != releaseTaken {
+			held++
+		}
+	}
+	return held >= q.majority()
 }
 
 func (q *quorum) extend(ctx context.Context, l *Lock, ttl time.Duration) (extendOutcome, error) {
@@ -404,16 +423,21 @@ func (q *quorum) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 }
 
 // renew extends a batch of quorum locks: one pipeline per node, all nodes
-// at once, waiting for the nodes at most decisionWait; a lock is renewed
-// when a majority renewed it within its validity.
+// at once; a lock is renewed when a majority renewed it within its
+// validity. It waits for the nodes until every lock of the batch is decided
+// or decisionWait ran out, so that a blackholed minority does not hold up
+// the scheduler's worker. The node calls run to their own end, bounded like
+// onNodes' calls: a slow node still extends its lease.
 func (q *quorum) renew(batch []*Lock) []renewResult {
 	wait := decisionWait(batch[0].lease())
-	ctx, cancel := context.WithTimeout(context.Background(), wait+cleanupTimeout)
-	defer cancel()
 	start := time.Now()
 	answers := make(chan []renewResult, len(q.nodes))
 	for i, rdb := range q.nodes {
+		q.c.bg.add()
 		go func() {
+			defer q.c.bg.done()
+			ctx, cancel := context.WithTimeout(context.Background(), wait+cleanupTimeout)
+			defer cancel()
 			res, _ := pipelineExtend(ctx, rdb, batch, replicaAck{})
 			if needsScriptLoad(res) {
 				_ = extendScript.Load(ctx, rdb).Err()
@@ -439,6 +463,9 @@ collect:
 					notHeld[j]++
 				}
 			}
+			if q.allDecided(renewed, notHeld) {
+				break collect
+			}
 		case <-timer.C:
 			break collect
 		}
@@ -451,6 +478,17 @@ collect:
 		}
 	}
 	return out
+}
+
+// allDecided reports whether the node counts so far decide every lock of a
+// renewal batch: a majority renewed it, or a majority is out of reach.
+func (q *quorum) allDecided(renewed, notHeld []int) bool {
+	for j := range renewed {
+		if renewed[j] < q.majority() && notHeld[j] <= len(q.nodes)-q.majority() {
+			return false
+		}
+	}
+	return true
 }
 
 func firstNetworkError(res []renewResult) error {
