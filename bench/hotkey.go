@@ -20,8 +20,9 @@ type grant struct {
 }
 
 type hotRound struct {
-	grants     []grant
-	dur        time.Duration
+	grants     []grant       // those of the measured window, in order
+	dur        time.Duration // the measured window
+	acquired   int64         // every grant of the round, settle included
 	counts     []int
 	worstWait  time.Duration
 	violations int64
@@ -63,8 +64,14 @@ func runHot(c contender, addrs []string, ad *admin, n int, hold, d time.Duration
 		runErr error
 		asking = make([]atomic.Int64, n) // Lock call start of a waiting contender, 0 when not waiting
 	)
+	// The first d/20 of a round is not measured: 16 new clients connect,
+	// and a distlock waiter lines up only once its Client's subscription to
+	// the lock is confirmed (the first wait of a Client on a key), so a
+	// releaser may meet an empty line and take the lock again before the
+	// others have lined up. Per-acquisition usage is over the whole round.
 	start := mono()
 	end := start + d
+	from := start + d/20
 	// The round ends by cancellation at end. The contenders' deadline lies
 	// a second beyond it, so that no waiter has a deadline inside the
 	// round: with one at end, distlock's handoffs skip the waiters in its
@@ -129,9 +136,12 @@ func runHot(c contender, addrs []string, ad *admin, n int, hold, d time.Duration
 	if runErr != nil {
 		return nil, runErr
 	}
-	r := &hotRound{dur: d, counts: make([]int, n), violations: ex.violations.Load(), worstWait: starved}
+	r := &hotRound{dur: end - from, counts: make([]int, n), violations: ex.violations.Load(), worstWait: starved}
 	for _, g := range grants {
 		if g.got <= end {
+			r.acquired++
+		}
+		if g.got >= from && g.got <= end {
 			r.grants = append(r.grants, g)
 			r.counts[g.who]++
 			r.worstWait = max(r.worstWait, g.got-g.asked)

@@ -103,8 +103,8 @@ func (r *result) recordHot(round int, h *hotRound) {
 	if len(handoffs) > 0 {
 		r.put(mHHandoff, round, us(pct(handoffs, 50)))
 	}
-	r.put(mHCmds, round, float64(h.use.commands())/float64(n))
-	r.put(mHCPU, round, perOp(h.use.cpu(), n))
+	r.put(mHCmds, round, float64(h.use.commands())/float64(h.acquired))
+	r.put(mHCPU, round, perOp(h.use.cpu(), h.acquired))
 	if mn, mx := minMax(h.counts); mx > 0 {
 		r.put(mHMinMax, round, float64(mn)/float64(mx))
 		if r.worstMinMax == nil || float64(mn)/float64(mx) < float64(r.worstMinMax[0])/float64(r.worstMinMax[1]) {

@@ -185,7 +185,7 @@ func monitorPass(cfg config, cs []contender, rep *report, addrs []string, ad *ad
 		}
 		r.Violations += h.violations
 		r.monitorCmds += h.topLevel
-		r.monitorAcq += int64(len(h.grants))
+		r.monitorAcq += h.acquired
 	}
 }
 
