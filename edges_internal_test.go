@@ -140,8 +140,9 @@ func TestQuorumRenewalMarksSuspectNodes(t *testing.T) {
 }
 
 // A frozen minority (a stopped redis-server accepts connections and never
-// answers, as a blackholed link does) costs a quorum renewal and Release
-// nothing: both return once a majority answered, not at the decision wait.
+// answers, as a blackholed link does) costs a quorum TTL, renewal and
+// Release nothing: they return once a majority answered, not at the
+// decision wait.
 func TestQuorumFrozenMinorityDoesNotDelay(t *testing.T) {
 	servers := redistest.StartN(t, 3)
 	nodes := make([]redis.UniversalClient, len(servers))
@@ -169,6 +170,10 @@ func TestQuorumFrozenMinorityDoesNotDelay(t *testing.T) {
 	defer servers[2].Signal(syscall.SIGCONT)
 
 	start := time.Now()
+	if d, err := l.TTL(ctx); err != nil || d < ttl/2 || time.Since(start) >= wait {
+		t.Fatalf("TTL with a frozen node: %v, %v after %v, decision wait %v", d, err, time.Since(start), wait)
+	}
+	start = time.Now()
 	res := q.renew([]*Lock{l})
 	if took := time.Since(start); res[0].out != extendDone || took >= wait {
 		t.Fatalf("renewal with a frozen node: %v (%v) after %v, decision wait %v", res[0].out, res[0].err, took, wait)

@@ -404,11 +404,14 @@ func (q *quorum) outcome(renewed, notHeld int, start time.Time, ttl time.Duratio
 	return extendUndecided
 }
 
-// pttl is the lease a majority still has: the quorum-th longest.
+// pttl is the lease a majority still has: the quorum-th longest of the
+// answers. It returns once a majority answered either way; a node that
+// answers later could only lengthen that lease, so the early figure errs
+// short, the safe side.
 func (q *quorum) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
 		return pttlScript.run(ctx, rdb, l.names.keys[:1], l.token).Int64()
-	}, nil, nil)
+	}, q.decided(func(r nodeResult) bool { v, ok := r.val.(int64); return r.err == nil && ok && v >= 0 }), nil)
 	var ttls []int64
 	for _, x := range res {
 		if v, ok := x.val.(int64); x.err == nil && ok && v >= 0 {
