@@ -302,14 +302,15 @@ func (q *quorum) giveBack(i int, names keyNames, token string) {
 }
 
 // raiseFences lifts the granting nodes' counters to top, and reports
-// whether a majority holds top afterwards.
+// whether a majority holds top afterwards; it returns as soon as the
+// answers decide that.
 func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, top int64, errs []error) bool {
 	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
 		if !isGrant(acq[i]) {
 			return nil, errHeldOnNode
 		}
 		return raiseFenceScript.run(ctx, rdb, []string{r.names.fence}, top).Int64()
-	}, nil, nil)
+	}, q.decided(func(x nodeResult) bool { return x.err == nil }), nil)
 	ok := 0
 	for i, x := range res {
 		if x.err == nil {
