@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // recorder is an Observer that keeps every event; its Link is the key of
@@ -162,5 +164,34 @@ func TestObserverReleaseFindsLoss(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d hold-ended events, want 1", n)
+	}
+}
+
+// A healthy quorum reports no node errors: a node still answering when
+// the others' answers decided a call is only slower, not failed.
+func TestHealthyQuorumReportsNoNodeErrors(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	nodes := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		nodes[i] = s.Client(t)
+	}
+	rec := &recorder{}
+	c := distlock.NewQuorum(nodes, distlock.WithObserver(rec))
+	defer c.Close()
+	ctx := ctxT(t, 30*time.Second)
+	for range 300 {
+		l, err := c.Lock(ctx, "calm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.TTL(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, found := rec.find(distlock.EventNodeError, nil); found {
+		t.Fatalf("a healthy quorum reported node %d failed: %v", e.Node, e.Err)
 	}
 }

@@ -95,6 +95,7 @@ var (
 	errHeldOnNode = fmt.Errorf("%w: held by another owner", ErrNotObtained)
 	errPending    = errors.New("no answer yet")
 	errSuspect    = errors.New("failed recently")
+	errUndecided  = errors.New("no answer before the outcome was known")
 )
 
 // quorum is the backend of a NewQuorum Client.
@@ -427,53 +428,22 @@ func (q *quorum) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 }
 
 // renew extends a batch of quorum locks: one pipeline per node, all nodes
-// at once; a lock is renewed when a majority renewed it within its
-// validity. It waits for the nodes until every lock of the batch is decided
+// at once (through onNodes); a lock is renewed when a majority renewed it
+// within its validity. It returns once every lock of the batch is decided
 // or decisionWait ran out, so that a blackholed minority does not hold up
-// the scheduler's worker. The node calls run to their own end, bounded like
-// onNodes' calls: a slow node still extends its lease.
+// the scheduler's worker; the node calls run to their own end, so a slow
+// node still extends its lease.
 func (q *quorum) renew(batch []*Lock) []renewResult {
-	wait := decisionWait(batch[0].lease())
 	start := time.Now()
-	answers := make(chan []renewResult, len(q.nodes))
-	for i, rdb := range q.nodes {
-		q.c.bg.add()
-		go func() {
-			defer q.c.bg.done()
-			ctx, cancel := context.WithTimeout(context.Background(), wait+cleanupTimeout)
-			defer cancel()
-			res, _ := pipelineExtend(ctx, rdb, batch, replicaAck{})
-			if needsScriptLoad(res) {
-				_ = extendScript.Load(ctx, rdb).Err()
-				res, _ = pipelineExtend(ctx, rdb, batch, replicaAck{})
-			}
-			q.noteNode(i, firstNetworkError(res))
-			answers <- res
-		}()
-	}
-	renewed, notHeld := make([]int, len(batch)), make([]int, len(batch))
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-collect:
-	for range q.nodes {
-		select {
-		case res := <-answers:
-			for j, x := range res {
-				switch {
-				case x.err != nil:
-				case x.out == extendDone:
-					renewed[j]++
-				default:
-					notHeld[j]++
-				}
-			}
-			if q.allDecided(renewed, notHeld) {
-				break collect
-			}
-		case <-timer.C:
-			break collect
+	res := q.onNodes(context.Background(), decisionWait(batch[0].lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
+		res, _ := pipelineExtend(ctx, rdb, batch, replicaAck{})
+		if needsScriptLoad(res) {
+			_ = extendScript.Load(ctx, rdb).Err()
+			res, _ = pipelineExtend(ctx, rdb, batch, replicaAck{})
 		}
-	}
+		return res, firstNetworkError(res)
+	}, func(res []nodeResult) bool { return q.allDecided(q.countRenewals(res, len(batch))) }, nil)
+	renewed, notHeld := q.countRenewals(res, len(batch))
 	out := make([]renewResult, len(batch))
 	for j, l := range batch {
 		out[j] = renewResult{l: l, start: start, ttl: l.lease(), out: q.outcome(renewed[j], notHeld[j], start, l.lease())}
@@ -482,6 +452,25 @@ collect:
 		}
 	}
 	return out
+}
+
+// countRenewals counts, for each of n locks of a renewal batch, the nodes
+// that renewed it and those that said it is not held there.
+func (q *quorum) countRenewals(res []nodeResult, n int) (renewed, notHeld []int) {
+	renewed, notHeld = make([]int, n), make([]int, n)
+	for _, node := range res {
+		answers, _ := node.val.([]renewResult)
+		for j, x := range answers {
+			switch {
+			case x.err != nil:
+			case x.out == extendDone:
+				renewed[j]++
+			default:
+				notHeld[j]++
+			}
+		}
+	}
+	return renewed, notHeld
 }
 
 // allDecided reports whether the node counts so far decide every lock of a
@@ -557,15 +546,25 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 			answered <- struct{}{}
 		}()
 	}
-	decide := func() []nodeResult {
+	// decide ends the wait. Only a node that let the whole wait pass is
+	// noted as failed here: one still out when the others' answers decided
+	// the outcome, or when the caller gave up, is only slower, and its own
+	// call notes how it ends. (Noting those failed flagged the slowest
+	// node of most healthy calls, an EventNodeError each time.)
+	decide := func(waitedOut bool) []nodeResult {
 		mu.Lock()
 		defer mu.Unlock()
 		decided = true
 		out := slices.Clone(res)
 		for i := range out {
-			if out[i].err == errPending || out[i].err == errSuspect {
+			if out[i].err != errPending && out[i].err != errSuspect {
+				continue
+			}
+			if waitedOut {
 				q.noteNode(i, context.DeadlineExceeded)
 				out[i].err = fmt.Errorf("no answer within %v: %w", wait, context.DeadlineExceeded)
+			} else {
+				out[i].err = errUndecided
 			}
 		}
 		return out
@@ -580,16 +579,16 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 				done := enough(res)
 				mu.Unlock()
 				if done {
-					return decide()
+					return decide(false)
 				}
 			}
 		case <-timer.C:
-			return decide()
+			return decide(true)
 		case <-ctx.Done():
-			return decide()
+			return decide(false)
 		}
 	}
-	return decide()
+	return decide(false)
 }
 
 // noteNode records whether node i just answered. Redis error replies come
