@@ -113,16 +113,23 @@ func TestQuorumReleaseWithHoldsLeftWakesNobody(t *testing.T) {
 	n.leave(w)
 }
 
-// Renewal keeps track of quorum nodes that stop answering, as acquires do.
-func TestQuorumRenewalMarksSuspectNodes(t *testing.T) {
-	servers := redistest.StartN(t, 3)
-	nodes := make([]redis.UniversalClient, len(servers))
+// startQuorum starts n redis-servers and a quorum Client over them, closed
+// when the test ends.
+func startQuorum(t *testing.T, n int) ([]*redistest.Server, *Client, *quorum) {
+	t.Helper()
+	servers := redistest.StartN(t, n)
+	nodes := make([]redis.UniversalClient, n)
 	for i, s := range servers {
 		nodes[i] = s.Client(t)
 	}
 	c := NewQuorum(nodes)
-	defer c.Close()
-	q := c.b.(*quorum)
+	t.Cleanup(func() { c.Close() })
+	return servers, c, c.b.(*quorum)
+}
+
+// Renewal keeps track of quorum nodes that stop answering, as acquires do.
+func TestQuorumRenewalMarksSuspectNodes(t *testing.T) {
+	servers, c, q := startQuorum(t, 3)
 	ctx := ctxFor(t, 20*time.Second)
 	l, err := c.TryLock(ctx, "renewed", WithTTL(600*time.Millisecond))
 	if err != nil {
@@ -144,14 +151,7 @@ func TestQuorumRenewalMarksSuspectNodes(t *testing.T) {
 // Release nothing: they return once a majority answered, not at the
 // decision wait.
 func TestQuorumFrozenMinorityDoesNotDelay(t *testing.T) {
-	servers := redistest.StartN(t, 3)
-	nodes := make([]redis.UniversalClient, len(servers))
-	for i, s := range servers {
-		nodes[i] = s.Client(t)
-	}
-	c := NewQuorum(nodes)
-	defer c.Close()
-	q := c.b.(*quorum)
+	servers, c, q := startQuorum(t, 3)
 	ctx := ctxFor(t, 30*time.Second)
 	const ttl = 20 * time.Second
 	wait := decisionWait(ttl) // 1 s: far beyond two healthy round trips
