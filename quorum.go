@@ -442,8 +442,8 @@ func (q *quorum) renew(batch []*Lock) []renewResult {
 			res, _ = pipelineExtend(ctx, rdb, batch, replicaAck{})
 		}
 		return res, firstNetworkError(res)
-	}, func(res []nodeResult) bool { return q.allDecided(q.countRenewals(res, len(batch))) }, nil)
-	renewed, notHeld := q.countRenewals(res, len(batch))
+	}, func(res []nodeResult) bool { return q.allDecided(countRenewals(res, len(batch))) }, nil)
+	renewed, notHeld := countRenewals(res, len(batch))
 	out := make([]renewResult, len(batch))
 	for j, l := range batch {
 		out[j] = renewResult{l: l, start: start, ttl: l.lease(), out: q.outcome(renewed[j], notHeld[j], start, l.lease())}
@@ -456,7 +456,7 @@ func (q *quorum) renew(batch []*Lock) []renewResult {
 
 // countRenewals counts, for each of n locks of a renewal batch, the nodes
 // that renewed it and those that said it is not held there.
-func (q *quorum) countRenewals(res []nodeResult, n int) (renewed, notHeld []int) {
+func countRenewals(res []nodeResult, n int) (renewed, notHeld []int) {
 	renewed, notHeld = make([]int, n), make([]int, n)
 	for _, node := range res {
 		answers, _ := node.val.([]renewResult)
