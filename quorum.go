@@ -96,6 +96,7 @@ var (
 	errPending    = errors.New("no answer yet")
 	errSuspect    = errors.New("failed recently")
 	errUndecided  = errors.New("no answer before the outcome was known")
+	errCallEnded  = errors.New("no answer before the call's context ended")
 )
 
 // quorum is the backend of a NewQuorum Client.
@@ -546,12 +547,13 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 			answered <- struct{}{}
 		}()
 	}
-	// decide ends the wait. Only a node that let the whole wait pass is
-	// noted as failed here: one still out when the others' answers decided
-	// the outcome, or when the caller gave up, is only slower, and its own
-	// call notes how it ends. (Noting those failed flagged the slowest
-	// node of most healthy calls, an EventNodeError each time.)
-	decide := func(waitedOut bool) []nodeResult {
+	// decide ends the wait; a node still out gets pending as its error, or,
+	// when pending is nil (the wait ran out), is noted as failed. One still
+	// out when the others' answers decided the outcome, or when the caller
+	// gave up, is only slower, and its own call notes how it ends. (Noting
+	// those failed flagged the slowest node of most healthy calls, an
+	// EventNodeError each time.)
+	decide := func(pending error) []nodeResult {
 		mu.Lock()
 		defer mu.Unlock()
 		decided = true
@@ -560,11 +562,10 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 			if out[i].err != errPending && out[i].err != errSuspect {
 				continue
 			}
-			if waitedOut {
+			out[i].err = pending
+			if pending == nil {
 				q.noteNode(i, context.DeadlineExceeded)
 				out[i].err = fmt.Errorf("no answer within %v: %w", wait, context.DeadlineExceeded)
-			} else {
-				out[i].err = errUndecided
 			}
 		}
 		return out
@@ -579,16 +580,16 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 				done := enough(res)
 				mu.Unlock()
 				if done {
-					return decide(false)
+					return decide(errUndecided)
 				}
 			}
 		case <-timer.C:
-			return decide(true)
+			return decide(nil)
 		case <-ctx.Done():
-			return decide(false)
+			return decide(errCallEnded)
 		}
 	}
-	return decide(false)
+	return decide(errUndecided)
 }
 
 // noteNode records whether node i just answered. Redis error replies come
