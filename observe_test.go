@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // recorder is an Observer that keeps every event; its Link is the key of
@@ -170,14 +168,8 @@ func TestObserverReleaseFindsLoss(t *testing.T) {
 // A healthy quorum reports no node errors: a node still answering when
 // the others' answers decided a call is only slower, not failed.
 func TestHealthyQuorumReportsNoNodeErrors(t *testing.T) {
-	servers := redistest.StartN(t, 3)
-	nodes := make([]redis.UniversalClient, len(servers))
-	for i, s := range servers {
-		nodes[i] = s.Client(t)
-	}
 	rec := &recorder{}
-	c := distlock.NewQuorum(nodes, distlock.WithObserver(rec))
-	defer c.Close()
+	_, c, _ := quorumSetup(t, 3, distlock.WithObserver(rec))
 	ctx := ctxT(t, 30*time.Second)
 	for range 300 {
 		l, err := c.Lock(ctx, "calm")

@@ -16,8 +16,8 @@ import (
 )
 
 // quorumSetup starts n independent servers and two quorum Clients on them
-// (two processes' views).
-func quorumSetup(t *testing.T, n int) ([]*redistest.Server, *distlock.Client, *distlock.Client) {
+// (two processes' views), each made with opts.
+func quorumSetup(t *testing.T, n int, opts ...distlock.ClientOption) ([]*redistest.Server, *distlock.Client, *distlock.Client) {
 	t.Helper()
 	servers := redistest.StartN(t, n)
 	clients := func() *distlock.Client {
@@ -25,7 +25,7 @@ func quorumSetup(t *testing.T, n int) ([]*redistest.Server, *distlock.Client, *d
 		for i, s := range servers {
 			nodes[i] = s.Client(t)
 		}
-		c := distlock.NewQuorum(nodes)
+		c := distlock.NewQuorum(nodes, opts...)
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
