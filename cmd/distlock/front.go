@@ -76,14 +76,32 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 		keeperGone bool
 		killAt     <-chan time.Time
 		lines      = k.lines
+		exited     *jobEvent // COMMAND's end, while what it left in its group runs on
+		left       groupWatch
+		leftTick   <-chan time.Time
 	)
+	end := func(ev jobEvent) int {
+		if keeperGone {
+			j.signal(syscall.SIGKILL) // nothing may go on working without the lock
+			return exitLost
+		}
+		if reply := k.finish(); lost || reply != "released" {
+			return exitLost
+		}
+		if ev.err == nil && ev.ws.Signaled() {
+			return exitBySignal(ev.ws.Signal(), j.tty)
+		}
+		return exitStatus(ev)
+	}
 	for {
 		select {
 		case sig := <-sigs:
 			if sig != syscall.SIGCONT {
 				j.signal(sig.(syscall.Signal))
-			} else if !lost && !k.gone() {
+			} else if !lost && !k.gone() && exited == nil {
 				j.resume()
+			} else if exited != nil {
+				j.signal(syscall.SIGCONT) // the terminal stays with distlock
 			}
 		case line, ok := <-lines:
 			switch {
@@ -116,17 +134,25 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				}
 			case ev.ended():
 				j.takeTerminalBack()
-				if keeperGone {
-					j.signal(syscall.SIGKILL) // nothing may go on working without the lock
-					return exitLost
+				if keeperGone || !groupRunning(j.pid) {
+					return end(ev)
 				}
-				if reply := k.finish(); lost || reply != "released" {
-					return exitLost
+				// COMMAND left processes in its group (a shell script's
+				// background jobs): they run under the lock too, as under
+				// flock(1), whose lock they inherit, so it is held, and
+				// signals passed on, until the last of them exits.
+				exited, left = &ev, groupWatch{pgid: j.pid}
+				t := time.NewTicker(leftPoll)
+				defer t.Stop()
+				leftTick = t.C
+				if !lost {
+					log.warn(evLeftRunning, fmt.Sprintf("%s exited but left processes running in its process group; %s is held until they exit",
+						cfg.command[0], cfg.subject()), aCommand(cfg.command[0]), aPgid(j.pid))
 				}
-				if ev.err == nil && ev.ws.Signaled() {
-					return exitBySignal(ev.ws.Signal(), j.tty)
-				}
-				return exitStatus(ev)
+			}
+		case <-leftTick:
+			if !left.running() {
+				return end(*exited)
 			}
 		}
 	}

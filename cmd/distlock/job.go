@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // job is COMMAND, started by the runner in its own process group, so that
@@ -147,6 +148,32 @@ func (j *job) takeTerminalBack() {
 		_ = j.tty.setForeground(j.tty.pgrp)
 		j.gave = false
 	}
+}
+
+// leftPoll and leftScanEvery pace a groupWatch.
+const (
+	leftPoll      = 50 * time.Millisecond
+	leftScanEvery = 20
+)
+
+// groupWatch follows the processes COMMAND left in its process group after
+// it exited. They are not the runner's children (they were reparented), so
+// nothing reports their end: the group is polled every leftPoll with
+// kill(-pgid, 0), one system call, and once every leftScanEvery polls with
+// groupRunning, a scan of /proc, since a zombie passes kill until its new
+// parent reaps it and some never do (a container whose init does not reap).
+type groupWatch struct {
+	pgid  int
+	polls int
+}
+
+// running tells whether the group still has a process that has not exited.
+func (w *groupWatch) running() bool {
+	w.polls++
+	if syscall.Kill(-w.pgid, 0) != nil {
+		return false
+	}
+	return w.polls%leftScanEvery != 0 || groupRunning(w.pgid)
 }
 
 // exitStatus is the shell's exit status for COMMAND's end.

@@ -173,3 +173,76 @@ func childWithArg(t *testing.T, parent int, arg string) int {
 	t.Fatalf("no child of %d runs with %q", parent, arg)
 	return 0
 }
+
+// TestBackgroundJobsKeepTheLock: a COMMAND that exits leaving processes in
+// its process group (a script's background job) does not release the lock
+// while they run, as flock(1)'s lock, which they inherit, is not released:
+// distlock run waits for them, then releases and exits with COMMAND's
+// status. A loss meanwhile stops them as it would COMMAND.
+func TestBackgroundJobsKeepTheLock(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		t.Run(map[bool]string{false: "released when they exit", true: "lost while they run"}[lose], func(t *testing.T) {
+			env, c, _ := server(t)
+			dir := t.TempDir()
+			gate := filepath.Join(dir, "gate")
+			if err := syscall.Mkfifo(gate, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// The background job waits for the test to open the gate.
+			script := `(read x < gate; echo bg >> log) >/dev/null 2>&1 &
+echo "$$ $!" > pids; exit 3`
+			a := startDL(t, dir, env, "run", "--ttl", "3s", "--grace", "1s", "bgjob", "--", "sh", "-c", script)
+			pids := strings.Fields(waitFile(t, filepath.Join(dir, "pids"), 10*time.Second))
+			sh, _ := strconv.Atoi(pids[0])
+			bg, _ := strconv.Atoi(pids[1])
+			t.Cleanup(func() { _ = syscall.Kill(-sh, syscall.SIGKILL) })
+			waitDead(t, sh, 10*time.Second, time.Now())
+
+			// The runner says it waits for the group, and does not exit.
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(a.stderr.String(), "left processes running in its process group") {
+				if processDead(a.cmd.Process.Pid) {
+					t.Fatalf("distlock run exited while its command's background job runs; stderr %q", a.stderr.String())
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no word of the background job; stderr %q", a.stderr.String())
+				}
+				time.Sleep(5 * time.Millisecond) // polling another process's progress
+			}
+			ctx := ctxT(t, 20*time.Second)
+			info, err := c.Inspect(ctx, "bgjob")
+			if err != nil || !info.Held() {
+				t.Fatalf("lock not held while the background job runs: %+v %v", info, err)
+			}
+			if code, _, _ := dl(t, env, "run", "-n", "bgjob", "--", "true"); code != exitNotObtained {
+				t.Fatalf("a second run got exit %d while the background job runs", code)
+			}
+
+			if lose {
+				if _, err := c.ForceRelease(ctx, "bgjob", 0); err != nil {
+					t.Fatal(err)
+				}
+				waitDead(t, bg, 10*time.Second, time.Now())
+				if code := a.wait(t, 10*time.Second); code != exitLost {
+					t.Fatalf("exit %d after the loss, want %d; stderr %q", code, exitLost, a.stderr.String())
+				}
+				return
+			}
+			w, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				t.Fatalf("the background job is not waiting at the gate: %v", err)
+			}
+			_, _ = w.Write([]byte("go\n"))
+			w.Close()
+			if code := a.wait(t, 10*time.Second); code != 3 {
+				t.Fatalf("exit %d, want the command's 3; stderr %q", code, a.stderr.String())
+			}
+			if got := readFile(t, filepath.Join(dir, "log")); got != "bg\n" {
+				t.Fatalf("log %q", got)
+			}
+			if info, err := c.Inspect(ctx, "bgjob"); err != nil || info.Held() {
+				t.Fatalf("lock not released after the group exited: %+v %v", info, err)
+			}
+		})
+	}
+}

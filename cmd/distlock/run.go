@@ -48,7 +48,9 @@ On a terminal COMMAND runs in the foreground, as under flock(1): it reads
 the terminal, and Ctrl-C and Ctrl-Z reach it; a job suspended with Ctrl-Z
 keeps its lock and resumes with fg. SIGINT, SIGTERM, SIGHUP and SIGQUIT
 sent to distlock itself (kill, a service manager) are passed on to COMMAND.
-The lock is released after COMMAND has exited.
+The lock is released after COMMAND has exited, and with it every process it
+left running in its process group (a script's background jobs), as those
+would keep a flock(1) lock they inherit.
 
 COMMAND runs in its own process group, with distlock's stdin, stdout and
 stderr, and with these variables in its environment:

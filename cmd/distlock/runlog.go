@@ -62,6 +62,7 @@ const (
 	evKill        = "sigkill"      // COMMAND outlived --grace after SIGTERM
 	evRunnerDied  = "runner_died"  // the keeper's runner died; COMMAND killed
 	evKeeperDied  = "keeper_died"  // the runner's keeper died
+	evLeftRunning = "left_running" // COMMAND exited, processes of its group run on
 	evReleased    = "released"     // -v: the lock is released
 	evReleaseFail = "release_failed"
 	evUsage       = "usage" // bad command line (exit 64)
@@ -161,6 +162,7 @@ func aWait(d time.Duration) slog.Attr   { return slog.Duration("wait", d) }
 func aTTL(d time.Duration) slog.Attr    { return slog.Duration("ttl", d) }
 func aSignal(s fmt.Stringer) slog.Attr  { return slog.String("signal", s.String()) }
 func aState(state string) slog.Attr     { return slog.String("state", state) }
+func aPgid(pgid int) slog.Attr          { return slog.Int("pgid", pgid) }
 
 func errString(err error) string {
 	if err == nil {
