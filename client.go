@@ -286,10 +286,7 @@ type request struct {
 	// it costs no allocation of its own; attempts of a call run one after
 	// another
 	tryCmd [8]any
-	// deadline: the entry carries ctx's deadline, so a handoff skips it
-	// once the call has given up by its deadline
-	deadline bool
-	wait     bool
+	wait   bool
 	// sent is when the last attempt that left this call in line was sent: a
 	// handoff to it happened later, so its lease runs at least until
 	// sent + ttl.
@@ -310,7 +307,6 @@ func (r *request) lineEntry(ctx context.Context, clientID string) string {
 	if r.entry == "" {
 		deadline := "0"
 		if d, ok := ctx.Deadline(); ok {
-			r.deadline = true
 			deadline = strconv.FormatInt(d.UnixMilli(), 10)
 		}
 		r.entry = r.token + " " + clientID + " " + strconv.FormatInt(r.cfg.ttl.Milliseconds(), 10) + " " +

@@ -152,8 +152,8 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Gave up while the call was out: its late answer is undone
-		// (attempt's late), or a line entry with a deadline is skipped.
-		if q.again && !(r.deadline && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+		// (attempt's late), and a re-ask's place in line left.
+		if q.again {
 			s.abandon(r)
 		}
 		return nil, 0, true, notObtained(r.key, ctx.Err())
@@ -228,10 +228,12 @@ func (q *call) leave() {
 }
 
 // gaveUp is the error of a Lock call that stopped waiting because of err,
-// after leaving the line (in the background: the caller does not wait). A
-// call that gave up at its deadline leaves its entry: handoffs skip it.
+// after leaving the line (in the background: the caller does not wait).
+// A call that gave up at its deadline leaves too, although handoffs skip
+// its entry from then on: while the lock stays held nothing else removes
+// it, and the line would grow with every waiter that gives up.
 func (s *single) gaveUp(r *request, err error, inLine bool, last error) error {
-	if inLine && !(r.deadline && errors.Is(err, context.DeadlineExceeded)) {
+	if inLine {
 		s.abandon(r)
 	}
 	if last != nil {
@@ -266,11 +268,10 @@ func runAttempt(ctx context.Context, a attemptCall) (reply, error) {
 	return a.s.acquire(ctx, a.r, a.mode, a.again)
 }
 
-// undoAttempt undoes what Redis did for an attempt whose caller gave up,
-// unless that is only an entry in line that handoffs skip after its
-// deadline.
+// undoAttempt undoes what Redis did for an attempt whose caller gave up:
+// a grant, or a place in line.
 func undoAttempt(a attemptCall, rep reply, err error) {
-	if err != nil || rep.granted || a.mode != modeTry && !(a.r.deadline && errors.Is(a.ctx.Err(), context.DeadlineExceeded)) {
+	if err != nil || rep.granted || a.mode != modeTry {
 		a.s.abandon(a.r)
 	}
 }

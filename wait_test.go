@@ -275,3 +275,57 @@ func waitSubscribed(t *testing.T, rdb *redis.Client, key string) {
 		return len(chs) >= 1
 	})
 }
+
+// TestWaitersThatGaveUpLeaveTheLine: a waiter that gives up at its deadline
+// leaves the line as a cancelled one does. Handoffs skip its entry once the
+// deadline has passed, but while the lock stays held nothing else removes
+// it, and the line grew with every such waiter (the audit counted 599
+// entries after 12 s of waiters arriving every 20 ms under a held lock).
+func TestWaitersThatGaveUpLeaveTheLine(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	w := distlock.New(srv.Client(t))
+	defer w.Close()
+	if _, err := c.TryLock(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(ctx, "f", distlock.WithFair()); err != nil {
+		t.Fatal(err)
+	}
+	sem, _ := c.NewSemaphore("s", 1)
+	if _, err := sem.TryAcquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rw, _ := c.NewRWMutex("rw")
+	if _, err := rw.TryRLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wsem, _ := w.NewSemaphore("s", 1)
+	wrw, _ := w.NewRWMutex("rw")
+	waits := map[string]func(context.Context) error{
+		"lock":      func(ctx context.Context) error { _, err := w.Lock(ctx, "m"); return err },
+		"fair lock": func(ctx context.Context) error { _, err := w.Lock(ctx, "f", distlock.WithFair()); return err },
+		"semaphore": func(ctx context.Context) error { _, err := wsem.Acquire(ctx); return err },
+		"write":     func(ctx context.Context) error { _, err := wrw.Lock(ctx); return err },
+	}
+	const rounds = 25
+	for i := range rounds {
+		for name, wait := range waits {
+			short, cancel := context.WithTimeout(ctx, time.Duration(20+i%3*10)*time.Millisecond)
+			err := wait(short)
+			cancel()
+			if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+	w.Close() // waits for what the waiters left to do in the background
+	if lines := rdb.Keys(ctx, "*:line").Val(); len(lines) > 0 {
+		for _, k := range lines {
+			t.Errorf("%s holds %d entries after %d waiters gave up", k, rdb.LLen(ctx, k).Val(), rounds)
+		}
+	}
+	if info, err := c.Inspect(ctx, "m"); err != nil || info.Queued != 0 {
+		t.Errorf("Inspect counts %d waiting, nobody waits (%v)", info.Queued, err)
+	}
+}
