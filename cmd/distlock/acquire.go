@@ -48,6 +48,14 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 	case ctx.Err() != nil:
 		return nil, exitNotObtained
 	case errors.Is(err, distlock.ErrNotObtained) && !quorumUnreachable(err):
+		// A waiter does not poll: Redis may have gone while it waited, and
+		// then that, not a holder, is why nothing ran. (One node of a
+		// quorum says nothing of the quorum.)
+		if !cfg.quorum {
+			if down := conn.ping(); down != nil {
+				return nil, log.fail(fmt.Errorf("not obtained%s: %w", waitedText(cfg.wait), conn.redisError(down)), exitRedis)
+			}
+		}
 		text, holder, _ := holderText(conn, cfg)
 		log.warn(evNotObtained, fmt.Sprintf("%s%s; not run", text, waitedText(cfg.wait)),
 			append(holder, aWait(max(cfg.wait, 0)))...)

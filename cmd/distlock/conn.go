@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/redis/go-redis/v9"
@@ -190,6 +191,25 @@ func (c *connection) Close() {
 }
 
 // where names the Redis deployment for error messages.
+// tls tells whether the connection is made over TLS.
+func (c *connection) tls() bool {
+	for _, t := range c.targets {
+		if t.tlsConfig() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ping tells whether Redis answers within a second: the check behind a
+// wait's end, which is no news of Redis (waiters are woken, they do not
+// poll).
+func (c *connection) ping() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return c.rdbs[0].Ping(ctx).Err()
+}
+
 func (c *connection) where() string {
 	names := make([]string, len(c.targets))
 	for i, t := range c.targets {
@@ -205,6 +225,10 @@ func (c *connection) redisError(err error) error {
 	switch msg := err.Error(); {
 	case errors.As(err, &tlsErr) || strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
 		hint = "TLS failed: check --tls-ca (or DISTLOCK_TLS_CA) and the server certificate"
+	case c.tls() && (errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "i/o timeout")):
+		// A plain-text server leaves a TLS handshake unanswered until the
+		// dial times out.
+		hint = "no answer over TLS: is the server's port a TLS port? rediss:// URLs need one; redis:// is plain text"
 	case strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "NOPERM"):
 		hint = "authentication or ACL failed: check USER:PASSWORD in the URL and the user's ACL (distlock needs EVAL, EVALSHA and the commands its scripts call)"
 	}

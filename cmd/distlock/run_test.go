@@ -376,3 +376,42 @@ func TestRunFair(t *testing.T) {
 		t.Fatalf("ran in order %v, want 1,2,3", order)
 	}
 }
+
+// TestRedisGoneWhileWaiting: Redis that goes away while distlock run waits
+// is reported as such when --wait ends (status 69), not as a holder in the
+// way (75): waiters are woken, they do not poll, so the wait itself is no
+// news of Redis.
+func TestRedisGoneWhileWaiting(t *testing.T) {
+	env, c, srv := server(t)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := c.TryLock(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	p := startDL(t, t.TempDir(), env, "run", "--wait", "2s", "gone", "--", "true")
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the runner is waiting
+		info, err := c.Inspect(ctx, "gone")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Queued > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("distlock run not waiting: %+v; stderr %s", info, p.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process's progress
+	}
+	srv.Kill()
+	killed := time.Now()
+	if code := p.wait(t, 10*time.Second); code != exitRedis {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitRedis, p.stderr.String())
+	}
+	if msg := p.stderr.String(); !strings.Contains(msg, "not obtained after waiting 2s") || !strings.Contains(msg, "Redis at") {
+		t.Fatalf("stderr %q", msg)
+	}
+	// Within the wait, the check (at most 1s) and cleanup, with slack.
+	if d := time.Since(killed); d > 5*time.Second {
+		t.Fatalf("exited %v after Redis went, with --wait 2s", d)
+	}
+}

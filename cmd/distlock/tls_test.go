@@ -72,6 +72,7 @@ func TestTLSAndACL(t *testing.T) {
 		{"wrong password", []string{caEnv}, []string{"--redis", strings.Replace(url, "secret", "nope", 1)}, exitRedis, "authentication or ACL failed"},
 		{"user without access to distlock keys", []string{caEnv}, []string{"--redis", fmt.Sprintf("rediss://bob:pw@127.0.0.1:%d", tlsPort)}, exitRedis, "NOPERM"},
 		{"plain text to the TLS port", nil, []string{"--redis", fmt.Sprintf("redis://alice:secret@127.0.0.1:%d", tlsPort)}, exitRedis, "Redis at"},
+		{"TLS to the plain-text port", []string{caEnv}, []string{"--redis", "rediss://alice:secret@" + srv.Addr}, exitRedis, "is the server's port a TLS port?"},
 		{"CA without TLS", nil, []string{"--redis", "redis://127.0.0.1:1", "--tls-ca", certs.ca}, exitUsage, "use rediss://"},
 		{"missing CA file", nil, []string{"--redis", url, "--tls-ca", "/nonexistent.pem"}, exitUsage, "--tls-ca"},
 	} {

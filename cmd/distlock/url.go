@@ -78,6 +78,7 @@ func parseSingle(raw, rest string) (*target, error) {
 		return nil, err
 	}
 	o.ContextTimeoutEnabled = true
+	o.DialerRetries = dialerRetries(o.DialerRetries)
 	return &target{single: o}, nil
 }
 
@@ -214,6 +215,7 @@ func parseSentinel(scheme, rest string) (*target, error) {
 	}
 	o.SentinelUsername, o.SentinelPassword = sUser, sPass
 	o.ContextTimeoutEnabled = true
+	o.DialerRetries = dialerRetries(o.DialerRetries)
 	return &target{failover: o}, nil
 }
 
@@ -241,7 +243,21 @@ func parseCluster(scheme, rest string) (*target, error) {
 		o.TLSConfig.MinVersion = tls.VersionTLS12
 	}
 	o.ContextTimeoutEnabled = true
+	o.DialerRetries = dialerRetries(o.DialerRetries)
 	return &target{cluster: o}, nil
+}
+
+// dialerRetries is how often go-redis dials again at once when a dial fails,
+// unless the URL says (dialer_retries). Its default, 5 (100ms apart),
+// within each of a command's four tries, made a refused connection take 2s
+// to report, longer than a --wait's end may, and a server that does not
+// speak TLS 25s (its 5s dial timeout, five times). One dial per try: the
+// command's own retries remain, and a keeper renews again on its schedule.
+func dialerRetries(fromURL int) int {
+	if fromURL != 0 {
+		return fromURL
+	}
+	return 1
 }
 
 // tlsConfig returns the target's TLS settings, nil without TLS.
