@@ -228,8 +228,8 @@ func (c *Client) request(k *kind, key string, opts []Option, wait bool) (*reques
 		return nil, err
 	}
 	cfg := &r.cfg
-	if k.shared && cfg.owner != "" {
-		return nil, fmt.Errorf("%w: WithOwner (reentrancy) is for locks, not a %s", ErrInvalidOption, k.primitive)
+	if cfg.ownerSet && !k.reentrant {
+		return nil, fmt.Errorf("%w: WithOwner (reentrancy) is for locks, not for the %s %q", ErrInvalidOption, k.primitive, key)
 	}
 	r.names, r.token = c.names(k, key), newToken()
 	if cfg.owner != "" || cfg.meta != processMetadata {

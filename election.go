@@ -51,7 +51,9 @@ func (c *Client) NewElection(name string) (*Election, error) {
 // Campaign waits until the caller leads with value (at most 4096 bytes), or
 // ctx ends. Candidates are served in arrival order when the leader resigns.
 // Options are those of Client.Lock (WithTTL, WithoutRenewal, WithFair);
-// WithMetadata is replaced by value. Errors are as for Client.Lock.
+// WithMetadata is replaced by value, and WithOwner is refused with
+// ErrInvalidOption (reentrancy would let two campaigns lead at once).
+// Errors are as for Client.Lock.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (*Leadership, error) {
 	r, err := e.c.request(leaderKind, e.name, append(opts, WithMetadata(value)), true)
 	if err != nil {

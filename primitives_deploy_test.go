@@ -176,6 +176,29 @@ func TestPrimitivesBadInput(t *testing.T) {
 	if _, err := s.Acquire(ctx, distlock.WithOwner("o")); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("WithOwner on a permit: %v", err)
 	}
+	// WithOwner would make a second hold under the same owner a second
+	// leader of the same term (or an uncounted reader or permit).
+	rw, _ := c.NewRWMutex("rw")
+	e, _ := c.NewElection("e")
+	for name, take := range map[string]func(distlock.Option) (*distlock.Lock, error){
+		"RLock":      func(o distlock.Option) (*distlock.Lock, error) { return rw.RLock(ctx, o) },
+		"Lock":       func(o distlock.Option) (*distlock.Lock, error) { return rw.Lock(ctx, o) },
+		"TryAcquire": func(o distlock.Option) (*distlock.Lock, error) { return s.TryAcquire(ctx, o) },
+		"Campaign": func(o distlock.Option) (*distlock.Lock, error) {
+			l, err := e.Campaign(ctx, "v", o)
+			if l == nil {
+				return nil, err
+			}
+			return l.Lock, err
+		},
+	} {
+		if _, err := take(distlock.WithOwner("x")); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("WithOwner on %s: %v", name, err)
+		}
+	}
+	if who, err := e.Leader(ctx); !errors.Is(err, distlock.ErrNoLeader) {
+		t.Errorf("a refused campaign leads: %+v, %v", who, err)
+	}
 	p, _ := s.Acquire(ctx)
 	defer p.Release(ctx)
 	s3, _ := c.NewSemaphore("s", 3)
