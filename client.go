@@ -149,9 +149,13 @@ func (c *Client) Close() error {
 //
 // On failure the error matches ErrNotObtained (held by another owner, or
 // ctx ended first, when it also matches ctx.Err()), ErrInvalidKey,
-// ErrInvalidTTL or ErrInvalidOption (bad input), ErrClosed or ErrNilClient,
-// ErrNotReplicated (WithReplicaAck), or wraps the Redis client's error.
+// ErrInvalidTTL, ErrInvalidOption or ErrNilContext (bad input), ErrClosed
+// or ErrNilClient, ErrNotReplicated (WithReplicaAck), or wraps the Redis
+// client's error.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	r, err := c.request(mutexKind, key, opts, false)
 	if err != nil {
 		return nil, err
@@ -173,6 +177,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // whatever Redis does; a grant that Redis makes after the caller gave up is
 // released at once in the background.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	r, err := c.request(mutexKind, key, opts, true)
 	if err != nil {
 		return nil, err

@@ -52,9 +52,12 @@ func (i LockInfo) Held() bool { return i.Owner != "" }
 
 // Inspect reads key's lock without changing it. A free lock gives a LockInfo
 // whose Held is false (waiters may still be counted). On a quorum Client it
-// reads the first node. Errors: ErrInvalidKey, ErrClosed, ErrNilClient, or
-// the Redis error wrapped.
+// reads the first node. Errors: ErrInvalidKey, ErrNilContext, ErrClosed,
+// ErrNilClient, or the Redis error wrapped.
 func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	if ctx == nil {
+		return LockInfo{}, ErrNilContext
+	}
 	if err := c.usable(); err != nil {
 		return LockInfo{}, err
 	}
@@ -94,6 +97,9 @@ func (c *Client) inspect(ctx context.Context, key string, names keyNames, k *kin
 // (on every master of a Cluster; the first node of a quorum Client), so it
 // is meant for operators, not hot paths. Errors as for Inspect.
 func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
@@ -264,6 +270,9 @@ func (c *Client) holds(ctx context.Context, x listed) ([]LockInfo, error) {
 // and may act without the lock until it does, so protect resources with
 // fences. On a quorum Client it frees the first node only.
 func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (LockInfo, error) {
+	if ctx == nil {
+		return LockInfo{}, ErrNilContext
+	}
 	if err := c.usable(); err != nil {
 		return LockInfo{}, err
 	}

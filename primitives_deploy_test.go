@@ -205,6 +205,49 @@ func TestPrimitivesBadInput(t *testing.T) {
 	if _, err := s3.TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("another limit while in use: %v", err)
 	}
+
+	// A nil context: ErrNilContext, nothing taken; Observe's channel is
+	// closed at once instead of its goroutine panicking.
+	var nilCtx context.Context
+	for name, call := range map[string]func() error{
+		"RLock":      func() error { _, err := rw.RLock(nilCtx); return err },
+		"TryRLock":   func() error { _, err := rw.TryRLock(nilCtx); return err },
+		"Lock":       func() error { _, err := rw.Lock(nilCtx); return err },
+		"TryLock":    func() error { _, err := rw.TryLock(nilCtx); return err },
+		"Acquire":    func() error { _, err := s.Acquire(nilCtx); return err },
+		"TryAcquire": func() error { _, err := s.TryAcquire(nilCtx); return err },
+		"Campaign":   func() error { _, err := e.Campaign(nilCtx, "v"); return err },
+		"Leader":     func() error { _, err := e.Leader(nilCtx); return err },
+	} {
+		if err := unpanicked(call); !errors.Is(err, distlock.ErrNilContext) {
+			t.Errorf("%s(nil ctx): %v, want ErrNilContext", name, err)
+		}
+	}
+	select {
+	case _, open := <-e.Observe(nilCtx):
+		if open {
+			t.Error("Observe(nil) sent a leader")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Observe(nil): channel not closed after 5s")
+	}
+	lead, err := e.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lead.Proclaim(nilCtx, "w"); !errors.Is(err, distlock.ErrNilContext) {
+		t.Errorf("Proclaim(nil ctx): %v", err)
+	}
+	if err := lead.Resign(nilCtx); !errors.Is(err, distlock.ErrNilContext) {
+		t.Errorf("Resign(nil ctx): %v", err)
+	}
+	if who, err := e.Leader(ctx); !errors.Is(err, distlock.ErrNoLeader) {
+		t.Errorf("after Resign(nil ctx): %+v, %v; want no leader", who, err)
+	}
+	if infos, err := c.List(ctx, "*"); err != nil || len(infos) != 1 || infos[0].Key != "s" {
+		t.Errorf("after calls with a nil ctx: %+v, %v; want s's one permit", infos, err)
+	}
+
 	var nilRDB *redis.Client
 	if _, err := distlock.New(nilRDB).NewElection("e"); !errors.Is(err, distlock.ErrNilClient) {
 		t.Errorf("nil client: %v", err)
