@@ -149,9 +149,13 @@ func (c *Client) Close() error {
 //
 // On failure the error matches ErrNotObtained (held by another owner, or
 // ctx ended first, when it also matches ctx.Err()), ErrInvalidKey,
-// ErrInvalidTTL or ErrInvalidOption (bad input), ErrClosed or ErrNilClient,
-// ErrNotReplicated (WithReplicaAck), or wraps the Redis client's error.
+// ErrInvalidTTL, ErrInvalidOption or ErrNilContext (bad input), ErrClosed
+// or ErrNilClient, ErrNotReplicated (WithReplicaAck), or wraps the Redis
+// client's error.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	r, err := c.request(mutexKind, key, opts, false)
 	if err != nil {
 		return nil, err
@@ -173,6 +177,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // whatever Redis does; a grant that Redis makes after the caller gave up is
 // released at once in the background.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	r, err := c.request(mutexKind, key, opts, true)
 	if err != nil {
 		return nil, err
@@ -228,8 +235,8 @@ func (c *Client) request(k *kind, key string, opts []Option, wait bool) (*reques
 		return nil, err
 	}
 	cfg := &r.cfg
-	if k.shared && cfg.owner != "" {
-		return nil, fmt.Errorf("%w: WithOwner (reentrancy) is for locks, not a %s", ErrInvalidOption, k.primitive)
+	if cfg.ownerSet && !k.reentrant {
+		return nil, fmt.Errorf("%w: WithOwner (reentrancy) is for locks, not for the %s %q", ErrInvalidOption, k.primitive, key)
 	}
 	r.names, r.token = c.names(k, key), newToken()
 	if cfg.owner != "" || cfg.meta != processMetadata {

@@ -265,3 +265,47 @@ func TestReleasedLocksLeaveTheRenewer(t *testing.T) {
 		return p == 0 && s == 1
 	})
 }
+
+// globMatch decides as Redis' own MATCH does, malformed patterns, ranges
+// over bytes above 0x7f and escapes in classes included; and a sealed
+// pattern inside List's SCAN pattern lets through every name it matches.
+func TestGlobMatchAgreesWithRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := ctxFor(t, 20*time.Second)
+	names := []string{"a", "b", "ab", "ba", "abc", "a}x", "b{a", "x{a}y", `a\`, `\`, "[a", "a]", "]", "-", "^",
+		"*", "?", "a*", "aa", "aaa", "é", "\xff", "z", "A", "a-b", "a\\b", "{}", "}", "{"}
+	patterns := []string{"*", "a", "a*", "*a", "?", "??", "a?", "*a*", "a*c", "**", `a\`, `\`, `\\`, `a\*`, `\*`, `\?`,
+		"[ab]", "[^ab]", "[a-b]", "[b-a]", "[a-]", "[-a]", "[]", "[]a]", "[^]", "[\\]]", "[a\\-z]", "[", "[^", "[a",
+		"[a-", "a[", "[ab]*", "*[}]", "[a-\xff]", "[\x80-\xff]", "[^a-z]", "[A-Z]", "a*b*", "*{a*", "?{a*", "[{]*"}
+	for _, n := range names {
+		rdb.Set(ctx, n, "", 0)
+		rdb.Set(ctx, "p:x{"+n+"}:h", "", 0)
+	}
+	scan := func(match string) map[string]bool {
+		got := map[string]bool{}
+		keys, _, err := rdb.Scan(ctx, 0, match, 10_000).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			got[k] = true
+		}
+		return got
+	}
+	for _, p := range patterns {
+		redisSays := scan(p)
+		var inList map[string]bool
+		if globSealed(p) {
+			inList = scan("p:*{" + p + "}*")
+		}
+		for _, n := range names {
+			if globMatch(p, n) != redisSays[n] {
+				t.Errorf("globMatch(%q, %q) = %v, Redis says %v", p, n, globMatch(p, n), redisSays[n])
+			}
+			if inList != nil && redisSays[n] && !inList["p:x{"+n+"}:h"] {
+				t.Errorf("sealed %q in a longer pattern misses %q", p, n)
+			}
+		}
+	}
+}

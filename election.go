@@ -51,8 +51,13 @@ func (c *Client) NewElection(name string) (*Election, error) {
 // Campaign waits until the caller leads with value (at most 4096 bytes), or
 // ctx ends. Candidates are served in arrival order when the leader resigns.
 // Options are those of Client.Lock (WithTTL, WithoutRenewal, WithFair);
-// WithMetadata is replaced by value. Errors are as for Client.Lock.
+// WithMetadata is replaced by value, and WithOwner is refused with
+// ErrInvalidOption (reentrancy would let two campaigns lead at once).
+// Errors are as for Client.Lock.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (*Leadership, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	r, err := e.c.request(leaderKind, e.name, append(opts, WithMetadata(value)), true)
 	if err != nil {
 		return nil, err
@@ -65,8 +70,12 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 }
 
 // Proclaim changes the value the leader leads with; observers see it. It
-// returns ErrNotHeld when the caller no longer leads.
+// returns ErrNotHeld when the caller no longer leads, ErrNilContext for a
+// nil ctx.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if l == nil || l.Lock == nil {
 		return ErrNotHeld
 	}
@@ -89,15 +98,21 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 // Resign gives up the leadership (a Release): the next candidate in line,
 // if any, leads at once. Errors are as for Lock.Release.
 func (l *Leadership) Resign(ctx context.Context) error {
+	if ctx == nil {
+		return errors.Join(ErrNilContext, l.Resign(context.Background()))
+	}
 	if l == nil || l.Lock == nil {
 		return ErrNotHeld
 	}
 	return l.Release(ctx)
 }
 
-// Leader returns who leads now, or ErrNoLeader. Errors otherwise wrap the
-// Redis error.
+// Leader returns who leads now, or ErrNoLeader. It returns ErrNilContext
+// for a nil ctx; errors otherwise wrap the Redis error.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if ctx == nil {
+		return Leader{}, ErrNilContext
+	}
 	info, err := e.c.inspect(ctx, e.name, e.names, leaderKind)
 	if err != nil {
 		return Leader{}, err
@@ -114,10 +129,15 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // are announced by the scripts that make them, over the Client's pub/sub
 // subscription; a leader whose lease ran out is noticed when the lease
 // ends. Changes closer together than a round trip to Redis may arrive as
-// the last of them. Errors reading Redis are retried.
+// the last of them. Errors reading Redis are retried. The channel is
+// closed at once after Close, and for a nil ctx (see ErrNilContext): its
+// goroutine could only fail later, out of the caller's reach.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
-	n := e.c.ensureNotifier()
+	var n *notifier
+	if ctx != nil {
+		n = e.c.ensureNotifier()
+	}
 	if n == nil {
 		close(out)
 		return out

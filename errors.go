@@ -28,6 +28,16 @@ var ErrInvalidTTL = errors.New("distlock: invalid ttl")
 // on a Cluster or quorum Client).
 var ErrInvalidOption = errors.New("distlock: invalid option")
 
+// ErrNilContext is returned by every method that takes a context when it is
+// given a nil one, before anything else is done: a nil context is a bug in
+// the caller, and a panic is no way to report it (Observe's would come from
+// its own goroutine, out of any recover's reach). Some methods cannot just
+// refuse: Release, Resign and MultiLock.Release still release, as with
+// context.Background() (a hold must not outlive the bug), and return it as
+// well; Lock.Context and MultiLock.Context return a context already
+// cancelled with it as the cause; Observe returns a channel closed at once.
+var ErrNilContext = errors.New("distlock: nil context")
+
 // ErrNilClient is returned by every method of a Client built on a nil Redis
 // client.
 var ErrNilClient = errors.New("distlock: nil redis client")

@@ -52,9 +52,12 @@ func (i LockInfo) Held() bool { return i.Owner != "" }
 
 // Inspect reads key's lock without changing it. A free lock gives a LockInfo
 // whose Held is false (waiters may still be counted). On a quorum Client it
-// reads the first node. Errors: ErrInvalidKey, ErrClosed, ErrNilClient, or
-// the Redis error wrapped.
+// reads the first node. Errors: ErrInvalidKey, ErrNilContext, ErrClosed,
+// ErrNilClient, or the Redis error wrapped.
 func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	if ctx == nil {
+		return LockInfo{}, ErrNilContext
+	}
 	if err := c.usable(); err != nil {
 		return LockInfo{}, err
 	}
@@ -89,23 +92,39 @@ func (c *Client) inspect(ctx context.Context, key string, names keyNames, k *kin
 
 // List returns the holds of every kind (locks, leaders, read and write
 // holds, permits) whose names match pattern, a Redis glob ("*", "job:*",
-// "backup-?"), sorted by name. It scans the keyspace (on every master of a
-// Cluster; the first node of a quorum Client), so it is meant for
-// operators, not hot paths. Errors as for Inspect.
+// "backup-?") matched against the whole name as SCAN's MATCH matches a
+// key; "" lists every hold. They are sorted by name. It scans the keyspace
+// (on every master of a Cluster; the first node of a quorum Client), so it
+// is meant for operators, not hot paths. Errors as for Inspect.
 func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
 	if pattern == "" {
 		pattern = "*"
 	}
-	match := globEscape(c.prefix) + "*{" + pattern + "}*"
+	// SCAN narrows the keys down: "<prefix><family>{<name>}<suffix>" with
+	// a name that matches. Its MATCH sees whole keys, though, and the "*"
+	// before the "{" also takes in names that only end with a match
+	// ("b{a" for "a"): each name found is checked again by itself. A
+	// pattern that is not sealed would take in the "}*" after it, so it
+	// scans every key of the prefix instead.
+	match := globEscape(c.prefix) + "*"
+	if globSealed(pattern) {
+		match += "{" + pattern + "}*"
+	}
 	var (
 		mu    sync.Mutex
 		found = map[listed]bool{}
 	)
 	scan := func(ctx context.Context, node redis.Cmdable) error {
 		return c.scanHolds(ctx, node, match, func(x listed) {
+			if !globMatch(pattern, x.name) {
+				return
+			}
 			mu.Lock()
 			found[x] = true
 			mu.Unlock()
@@ -251,6 +270,9 @@ func (c *Client) holds(ctx context.Context, x listed) ([]LockInfo, error) {
 // and may act without the lock until it does, so protect resources with
 // fences. On a quorum Client it frees the first node only.
 func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (LockInfo, error) {
+	if ctx == nil {
+		return LockInfo{}, ErrNilContext
+	}
 	if err := c.usable(); err != nil {
 		return LockInfo{}, err
 	}

@@ -119,6 +119,56 @@ func TestListMatchesLocksOnly(t *testing.T) {
 	}
 }
 
+// List returns the names that match its pattern, of every kind, and no
+// other: SCAN's match on whole keys also let through names with braces
+// that merely contain a match ("b{a" and "a}x" for "a"), and missed names
+// that a pattern with a trailing "\\" or an unclosed "[" matches.
+func TestListMatchesWholeNames(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	for _, k := range []string{"a", "a}x", `a\`, "[a"} {
+		if _, err := c.TryLock(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, _ := c.NewElection("b{a")
+	if _, err := e.Campaign(ctx, "v"); err != nil {
+		t.Fatal(err)
+	}
+	rw, _ := c.NewRWMutex("x{a}y")
+	if _, err := rw.RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := c.NewSemaphore("ab", 2)
+	if _, err := s.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for pattern, want := range map[string]string{
+		"a":       "a/lock",
+		"a*":      `a/lock a\/lock ab/permit a}x/lock`,
+		"*a":      "[a/lock a/lock b{a/leader",
+		"?{a*":    "b{a/leader x{a}y/read",
+		`a\`:      `a\/lock`, // a trailing "\" is a backslash
+		`a\\`:     `a\/lock`,
+		"[a":      "a/lock", // an unclosed class runs to the end
+		`\[a`:     "[a/lock",
+		"[^a]{a*": "b{a/leader x{a}y/read",
+		"a}":      "",
+	} {
+		infos, err := c.List(ctx, pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, in := range infos {
+			got = append(got, in.Key+"/"+in.Kind)
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("List(%q) = %q, want %q", pattern, strings.Join(got, " "), want)
+		}
+	}
+}
+
 func TestListManyLocks(t *testing.T) {
 	c, _, _ := setup(t)
 	ctx := ctxT(t, 10*time.Second)

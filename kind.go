@@ -15,6 +15,10 @@ type kind struct {
 	// every change
 	announce bool
 	busy     string // says why TryLock failed: "is held by another owner"
+	// reentrant kinds accept WithOwner: plain locks only. Shared holds
+	// are counted one per hold, and a leadership taken twice under one
+	// owner would be two leaders of one term.
+	reentrant bool
 	// shared kinds keep their holds in a zset next to an exclusive grant
 	// (lua/shared.lua): five keys, and extend and pttl need them all.
 	shared bool
@@ -62,7 +66,7 @@ var (
 )
 
 var (
-	mutexKind = &kind{name: "lock", primitive: "lock", mode: "x", busy: "is held by another owner",
+	mutexKind = &kind{name: "lock", primitive: "lock", mode: "x", busy: "is held by another owner", reentrant: true,
 		try: tryScript, acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript}
 	leaderKind = &kind{name: "leader", primitive: "election", prefix: "elect", mode: "x", announce: true, busy: "has a leader",
 		try: tryScript, acquire: acquireScript, release: releaseScript, extend: extendScript, pttl: pttlScript, acquireArg: argTrue}

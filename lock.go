@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -107,7 +108,15 @@ func (l *Lock) Fence() int64 {
 //
 // It returns ErrNotHeld, changing nothing in Redis, when the lock expired,
 // was taken by another owner or was already released through this Lock.
+//
+// A nil ctx is a bug in the caller, but refusing it would leave the hold
+// renewed until the process exits: Release then releases as with
+// context.Background() and returns ErrNilContext, joined with the
+// release's own error if any.
 func (l *Lock) Release(ctx context.Context) error {
+	if ctx == nil {
+		return errors.Join(ErrNilContext, l.Release(context.Background()))
+	}
 	if l == nil {
 		return ErrNotHeld
 	}
@@ -215,7 +224,11 @@ func (l *Lock) lostBeforeRelease(cause error) {
 // no longer held, ErrInvalidTTL for a ttl outside [1ms, MaxTTL], and
 // otherwise wraps the Redis error (the lock stays held and renewed, valid
 // for the shorter of its old lease and ttl until a renewal confirms it).
+// A nil ctx gets ErrNilContext, and renewal goes on as before.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if l == nil {
 		return ErrNotHeld
 	}
@@ -274,8 +287,11 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // TTL returns the lease left on the server, ErrNotHeld when the lock is no
-// longer held, or wraps the Redis error.
+// longer held, ErrNilContext for a nil ctx, or wraps the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	if l == nil {
 		return 0, ErrNotHeld
 	}
@@ -326,8 +342,13 @@ func (l *Lock) Err() error {
 // lock is lost or released; context.Cause tells which (ErrExpired, ErrTaken,
 // ErrUnreachable, ErrNotReplicated, ErrClosed or ErrReleased). Run the
 // protected work under it, and call the returned cancel func when done, as
-// for any context: it forgets the derived context at once.
+// for any context: it forgets the derived context at once. A nil parent
+// gives a context already cancelled with cause ErrNilContext, so that no
+// work starts under it (context.WithCancel would panic).
 func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		return doneContext(ErrNilContext)
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	if l == nil {
 		cancel(ErrNotHeld)
@@ -485,6 +506,14 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// doneContext returns a context already cancelled with cause, and a cancel
+// func with nothing left to do.
+func doneContext(cause error) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	return ctx, func() {}
 }
 
 var closedChan = func() chan struct{} {

@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,6 +238,65 @@ func TestBadInput(t *testing.T) {
 	if err := l.Extend(ctx, 0); !errors.Is(err, distlock.ErrInvalidTTL) {
 		t.Errorf("Extend(0): %v", err)
 	}
+
+	// A nil context is bad input too: ErrNilContext, not a panic, and
+	// nothing done.
+	var nilCtx context.Context
+	for name, call := range map[string]func() error{
+		"TryLock":      func() error { _, err := c.TryLock(nilCtx, "n"); return err },
+		"Lock":         func() error { _, err := c.Lock(nilCtx, "n"); return err },
+		"TryLockAll":   func() error { _, err := c.TryLockAll(nilCtx, []string{"n", "m"}); return err },
+		"LockAll":      func() error { _, err := c.LockAll(nilCtx, []string{"n", "m"}); return err },
+		"Inspect":      func() error { _, err := c.Inspect(nilCtx, "k"); return err },
+		"List":         func() error { _, err := c.List(nilCtx, "*"); return err },
+		"ForceRelease": func() error { _, err := c.ForceRelease(nilCtx, "k", 0); return err },
+		"Extend":       func() error { return l.Extend(nilCtx, time.Hour) },
+		"TTL":          func() error { _, err := l.TTL(nilCtx); return err },
+	} {
+		if err := unpanicked(call); !errors.Is(err, distlock.ErrNilContext) {
+			t.Errorf("%s(nil ctx): %v, want ErrNilContext", name, err)
+		}
+	}
+	if infos, err := c.List(ctx, "*"); err != nil || len(infos) != 1 || infos[0].Key != "k" || infos[0].TTL > distlock.DefaultTTL {
+		t.Errorf("after calls with a nil ctx: %+v, %v; want k alone, not extended", infos, err)
+	}
+	// Context(nil) gives a context that is done and says why; the lock
+	// stays held.
+	lctx, stop := l.Context(nilCtx)
+	defer stop()
+	if lctx.Err() == nil || !errors.Is(context.Cause(lctx), distlock.ErrNilContext) || l.Err() != nil {
+		t.Errorf("Context(nil): err %v, cause %v; lock's Err %v", lctx.Err(), context.Cause(lctx), l.Err())
+	}
+	// Release(nil) still releases: a hold must not outlive its caller's bug.
+	if err := l.Release(nilCtx); !errors.Is(err, distlock.ErrNilContext) || l.Err() != distlock.ErrReleased {
+		t.Errorf("Release(nil): %v, lock's Err %v", err, l.Err())
+	}
+	m, err := c.TryLockAll(ctx, []string{"k", "m"})
+	if err != nil {
+		t.Fatalf("after Release(nil): %v", err)
+	}
+	mctx, mstop := m.Context(nilCtx)
+	defer mstop()
+	if mctx.Err() == nil || !errors.Is(context.Cause(mctx), distlock.ErrNilContext) {
+		t.Errorf("MultiLock.Context(nil): err %v, cause %v", mctx.Err(), context.Cause(mctx))
+	}
+	if err := m.Release(nilCtx); !errors.Is(err, distlock.ErrNilContext) {
+		t.Errorf("MultiLock.Release(nil): %v", err)
+	}
+	if infos, err := c.List(ctx, "*"); err != nil || len(infos) != 0 {
+		t.Errorf("after MultiLock.Release(nil): %+v, %v; want nothing held", infos, err)
+	}
+}
+
+// unpanicked runs f and returns its error, or its panic as one, so that a
+// table of calls reports every call that panics, not the first.
+func unpanicked(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return f()
 }
 
 func TestNilClientAndNilLock(t *testing.T) {
@@ -262,6 +322,20 @@ func TestNilClientAndNilLock(t *testing.T) {
 		t.Errorf("nil TTL: %v", err)
 	}
 	<-l.Lost()
+	var nilCtx context.Context
+	if err := l.Release(nilCtx); !errors.Is(err, distlock.ErrNilContext) || !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("nil Release(nil ctx): %v, want ErrNilContext and ErrNotHeld", err)
+	}
+	if lctx, _ := l.Context(nilCtx); !errors.Is(context.Cause(lctx), distlock.ErrNilContext) {
+		t.Errorf("nil Context(nil): cause %v", context.Cause(lctx))
+	}
+	var m *distlock.MultiLock
+	if err := m.Release(nilCtx); !errors.Is(err, distlock.ErrNilContext) || !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("nil MultiLock.Release(nil ctx): %v", err)
+	}
+	if _, err := distlock.New(nil).TryLock(nilCtx, "k"); !errors.Is(err, distlock.ErrNilContext) {
+		t.Errorf("TryLock(nil ctx) on nil client: %v", err)
+	}
 }
 
 func TestClosedClient(t *testing.T) {

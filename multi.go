@@ -41,6 +41,9 @@ func (c *Client) TryLockAll(ctx context.Context, keys []string, opts ...Option) 
 type lockFunc func(context.Context, string, ...Option) (*Lock, error)
 
 func (c *Client) lockAll(ctx context.Context, keys []string, opts []Option, take lockFunc) (*MultiLock, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	sorted := slices.Clone(keys)
 	slices.Sort(sorted)
 	if len(sorted) == 0 {
@@ -96,8 +99,12 @@ func (m *MultiLock) giveBack(ctx context.Context) {
 
 // Release releases every lock. It returns nil if all were released, else
 // the errors of those that were not (joined; ErrNotHeld for a lock already
-// lost).
+// lost). A nil ctx releases them as Lock.Release does, and adds
+// ErrNilContext.
 func (m *MultiLock) Release(ctx context.Context) error {
+	if ctx == nil {
+		return errors.Join(ErrNilContext, m.Release(context.Background()))
+	}
 	if m == nil {
 		return ErrNotHeld
 	}
@@ -130,8 +137,12 @@ func (m *MultiLock) Err() error {
 }
 
 // Context returns a context derived from parent that is cancelled when any
-// lock is lost or released; context.Cause tells why.
+// lock is lost or released; context.Cause tells why. A nil parent gives a
+// context already cancelled with cause ErrNilContext.
 func (m *MultiLock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		return doneContext(ErrNilContext)
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	if m == nil {
 		cancel(ErrNotHeld)

@@ -176,12 +176,78 @@ func TestPrimitivesBadInput(t *testing.T) {
 	if _, err := s.Acquire(ctx, distlock.WithOwner("o")); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("WithOwner on a permit: %v", err)
 	}
+	// WithOwner would make a second hold under the same owner a second
+	// leader of the same term (or an uncounted reader or permit).
+	rw, _ := c.NewRWMutex("rw")
+	e, _ := c.NewElection("e")
+	for name, take := range map[string]func(distlock.Option) (*distlock.Lock, error){
+		"RLock":      func(o distlock.Option) (*distlock.Lock, error) { return rw.RLock(ctx, o) },
+		"Lock":       func(o distlock.Option) (*distlock.Lock, error) { return rw.Lock(ctx, o) },
+		"TryAcquire": func(o distlock.Option) (*distlock.Lock, error) { return s.TryAcquire(ctx, o) },
+		"Campaign": func(o distlock.Option) (*distlock.Lock, error) {
+			l, err := e.Campaign(ctx, "v", o)
+			if l == nil {
+				return nil, err
+			}
+			return l.Lock, err
+		},
+	} {
+		if _, err := take(distlock.WithOwner("x")); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("WithOwner on %s: %v", name, err)
+		}
+	}
+	if who, err := e.Leader(ctx); !errors.Is(err, distlock.ErrNoLeader) {
+		t.Errorf("a refused campaign leads: %+v, %v", who, err)
+	}
 	p, _ := s.Acquire(ctx)
 	defer p.Release(ctx)
 	s3, _ := c.NewSemaphore("s", 3)
 	if _, err := s3.TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("another limit while in use: %v", err)
 	}
+
+	// A nil context: ErrNilContext, nothing taken; Observe's channel is
+	// closed at once instead of its goroutine panicking.
+	var nilCtx context.Context
+	for name, call := range map[string]func() error{
+		"RLock":      func() error { _, err := rw.RLock(nilCtx); return err },
+		"TryRLock":   func() error { _, err := rw.TryRLock(nilCtx); return err },
+		"Lock":       func() error { _, err := rw.Lock(nilCtx); return err },
+		"TryLock":    func() error { _, err := rw.TryLock(nilCtx); return err },
+		"Acquire":    func() error { _, err := s.Acquire(nilCtx); return err },
+		"TryAcquire": func() error { _, err := s.TryAcquire(nilCtx); return err },
+		"Campaign":   func() error { _, err := e.Campaign(nilCtx, "v"); return err },
+		"Leader":     func() error { _, err := e.Leader(nilCtx); return err },
+	} {
+		if err := unpanicked(call); !errors.Is(err, distlock.ErrNilContext) {
+			t.Errorf("%s(nil ctx): %v, want ErrNilContext", name, err)
+		}
+	}
+	select {
+	case _, open := <-e.Observe(nilCtx):
+		if open {
+			t.Error("Observe(nil) sent a leader")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Observe(nil): channel not closed after 5s")
+	}
+	lead, err := e.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lead.Proclaim(nilCtx, "w"); !errors.Is(err, distlock.ErrNilContext) {
+		t.Errorf("Proclaim(nil ctx): %v", err)
+	}
+	if err := lead.Resign(nilCtx); !errors.Is(err, distlock.ErrNilContext) {
+		t.Errorf("Resign(nil ctx): %v", err)
+	}
+	if who, err := e.Leader(ctx); !errors.Is(err, distlock.ErrNoLeader) {
+		t.Errorf("after Resign(nil ctx): %+v, %v; want no leader", who, err)
+	}
+	if infos, err := c.List(ctx, "*"); err != nil || len(infos) != 1 || infos[0].Key != "s" {
+		t.Errorf("after calls with a nil ctx: %+v, %v; want s's one permit", infos, err)
+	}
+
 	var nilRDB *redis.Client
 	if _, err := distlock.New(nilRDB).NewElection("e"); !errors.Is(err, distlock.ErrNilClient) {
 		t.Errorf("nil client: %v", err)

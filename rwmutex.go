@@ -60,6 +60,9 @@ func (rw *RWMutex) TryLock(ctx context.Context, opts ...Option) (*Lock, error) {
 }
 
 func (rw *RWMutex) acquire(ctx context.Context, k *kind, opts []Option, wait bool) (*Lock, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	r, err := rw.c.request(k, rw.name, opts, wait)
 	if err != nil {
 		return nil, err

@@ -53,6 +53,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lock, erro
 }
 
 func (s *Semaphore) acquire(ctx context.Context, opts []Option, wait bool) (*Lock, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	r, err := s.c.request(permitKind, s.name, opts, wait)
 	if err != nil {
 		return nil, err

@@ -258,3 +258,15 @@ func TestScriptReplies(t *testing.T) {
 		}
 	}
 }
+
+// A pattern is sealed unless a "[" is left open or a "\" escapes nothing.
+func TestGlobSealed(t *testing.T) {
+	for p, want := range map[string]bool{
+		"": true, "a*": true, `a\*`: true, `a\\`: true, "[ab]": true, "[^]]x": true, `[\]]`: true, "[]": true,
+		`a\`: false, `\`: false, "[": false, "[ab": false, "[^": false, "[a-]": false, `[\]`: false, "a[b-]c": false,
+	} {
+		if got := globSealed(p); got != want {
+			t.Errorf("globSealed(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

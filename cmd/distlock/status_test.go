@@ -136,6 +136,13 @@ func TestStatusTable(t *testing.T) {
 	if code, out, _ = dl(t, env, "status", "job:z"); code != exitNone || out != "job:z is free\n" {
 		t.Fatalf("free key: exit %d %q", code, out)
 	}
+	// A PATTERN matches whole names: "x{job:c" only ends with a match.
+	if _, err := c.TryLock(ctx, "x{job:c"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ = dl(t, env, "status", "job:*"); code != 0 || strings.Count(out, "\n") != 3 || strings.Contains(out, "job:c") {
+		t.Fatalf("pattern: exit %d\n%s", code, out)
+	}
 	if code, _, stderr := dl(t, env, "status", "a", "b"); code != exitUsage || !strings.Contains(stderr, "one KEY or PATTERN") {
 		t.Fatalf("two args: exit %d %q", code, stderr)
 	}
