@@ -112,6 +112,10 @@ func cmdRelease(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case errors.Is(err, distlock.ErrNotHeld):
+		if kind := otherHold(conn, cfg.key); kind != "" {
+			fmt.Fprintf(stderr, "distlock release: nothing released: %q is held as a %s, not a plain lock; release --force frees plain locks only\n", cfg.key, kind)
+			return exitNone
+		}
 		fmt.Fprintf(stderr, "distlock release: nothing released: %v\n", strings.TrimPrefix(err.Error(), "distlock: "))
 		return exitNone
 	case err != nil:
@@ -126,6 +130,21 @@ func cmdRelease(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "released %s\n", describe(removed))
 	}
 	return exitOK
+}
+
+// otherHold names the kind of a hold on key that is not a plain lock (a
+// read or write hold, a permit, a leadership), "" if none or unknown: a
+// force-release finds no plain lock there, but the key is not free.
+func otherHold(conn *connection, key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	infos, _ := conn.locks.List(ctx, globQuote(key))
+	for _, in := range infos {
+		if in.Key == key && in.Kind != "lock" {
+			return in.Kind
+		}
+	}
+	return ""
 }
 
 // describe is one line about a lock for release.

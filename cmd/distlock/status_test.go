@@ -248,4 +248,14 @@ func TestReleaseForce(t *testing.T) {
 	if code != exitNone || !strings.Contains(stderr, "nothing released") {
 		t.Fatalf("free lock: exit %d %q", code, stderr)
 	}
+
+	// A read hold is not freed, and not called free either.
+	rw, _ := c.NewRWMutex("shared")
+	if _, err := rw.TryRLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = dl(t, env, "release", "--force", "--yes", "shared")
+	if code != exitNone || !strings.Contains(stderr, "held as a read") || strings.Contains(stderr, "is free") {
+		t.Fatalf("read hold: exit %d %q", code, stderr)
+	}
 }
