@@ -37,21 +37,7 @@ while :; do echo "A $(date +%s%N)" >> log; sleep 0.01; done`
 	t.Cleanup(func() { _ = syscall.Kill(-pids[0], syscall.SIGKILL) })
 
 	b := startDL(t, dir, env, "run", "--ttl", ttl.String(), "killed", "--", "sh", "-c", `echo "B $(date +%s%N)" >> log`)
-	ctx := ctxT(t, 20*time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for { // the second runner is waiting in line
-		info, err := c.Inspect(ctx, "killed")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Queued+info.Listening > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second runner not waiting: %+v; stderr %s", info, b.stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond) // polling another process's progress
-	}
+	waitInLine(t, c, "killed", b)
 
 	killed := time.Now()
 	signalProc(t, a, syscall.SIGKILL)

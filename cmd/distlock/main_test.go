@@ -192,6 +192,25 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// waitInLine waits until distlock process p waits for key: it is in the
+// lock's line (or, for a quorum, listens for releases).
+func waitInLine(t *testing.T, c *distlock.Client, key string, p *proc) {
+	t.Helper()
+	ctx := ctxT(t, 20*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // polling another process's progress
+		info, err := c.Inspect(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Queued+info.Listening > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("distlock %v not waiting for %q: %+v; stderr %s", p.cmd.Args[1:], key, info, p.stderr.String())
+		}
+	}
+}
+
 func signalProc(t *testing.T, p *proc, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {

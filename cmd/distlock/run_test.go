@@ -388,20 +388,7 @@ func TestRedisGoneWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startDL(t, t.TempDir(), env, "run", "--wait", "2s", "gone", "--", "true")
-	deadline := time.Now().Add(10 * time.Second)
-	for { // the runner is waiting
-		info, err := c.Inspect(ctx, "gone")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Queued > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("distlock run not waiting: %+v; stderr %s", info, p.stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond) // polling another process's progress
-	}
+	waitInLine(t, c, "gone", p)
 	srv.Kill()
 	killed := time.Now()
 	if code := p.wait(t, 10*time.Second); code != exitRedis {

@@ -147,18 +147,7 @@ func TestRunLogJSONRunner(t *testing.T) {
 	}
 	defer l.Release(ctx)
 	p := startDL(t, t.TempDir(), env, "run", "--log-format=json", "json-wait", "--", "true")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // polling another process's progress
-		info, err := c.Inspect(ctx, "json-wait")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Queued > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not waiting: %+v; stderr %s", info, p.stderr.String())
-		}
-	}
+	waitInLine(t, c, "json-wait", p)
 	signalProc(t, p, syscall.SIGTERM)
 	if code := p.wait(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("exit %d; stderr %s", code, p.stderr.String())
