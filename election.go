@@ -95,9 +95,12 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	return l.Release(ctx)
 }
 
-// Leader returns who leads now, or ErrNoLeader. Errors otherwise wrap the
-// Redis error.
+// Leader returns who leads now, or ErrNoLeader. Errors otherwise are
+// ErrClosed or ErrNilClient, or wrap the Redis error.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if err := e.c.usable(); err != nil {
+		return Leader{}, err
+	}
 	info, err := e.c.inspect(ctx, e.name, e.names, leaderKind)
 	if err != nil {
 		return Leader{}, err
