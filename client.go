@@ -25,9 +25,12 @@ type Client struct {
 	// deadlines: the Redis client stops a call at its context's deadline
 	// (see detached)
 	deadlines bool
-	broken    error // set when the Client was built unusable (nil client, bad option)
-	prefix    string
-	id        string // names this Client's inbox channels
+	// adminDeadlines: the same for the server that Inspect, List and
+	// ForceRelease read, a quorum Client's first node (see adminFunc)
+	adminDeadlines bool
+	broken         error // set when the Client was built unusable (nil client, bad option)
+	prefix         string
+	id             string // names this Client's inbox channels
 	// counter names the fence counter of a lock key (node or slot counter)
 	counter func(lockKey string) string
 
@@ -56,6 +59,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = cfg.ack.validate()
 	}
 	c.deadlines = honoursDeadlines(rdb)
+	c.adminDeadlines = c.deadlines
 	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg, slots: make(chan struct{}, max(poolSize(rdb)/4, 1))}
 	if isCluster(rdb) {
 		s.pub, s.pubArg = "SPUBLISH", spublishArg

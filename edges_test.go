@@ -187,6 +187,78 @@ func TestCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
 	}
 }
 
+// Inspect, List, ForceRelease and Election.Leader return by their context's
+// deadline whatever Redis does, like the lock calls above, with either
+// go-redis timeout setting, on a single-node Client and on a quorum Client,
+// which reads its first node. Under 200ms they run in a goroutine; 400ms is
+// far enough for them to run inline with ContextTimeoutEnabled.
+func TestAdminCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			servers := redistest.StartN(t, 3)
+			nodes := make([]redis.UniversalClient, len(servers))
+			for i, s := range servers {
+				rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: timeouts})
+				t.Cleanup(func() { rdb.Close() })
+				nodes[i] = rdb
+			}
+			single, quorum := distlock.New(nodes[0]), distlock.NewQuorum(nodes)
+			t.Cleanup(func() {
+				single.Close()
+				quorum.Close()
+			})
+			e, err := single.NewElection("e")
+			if err != nil {
+				t.Fatal(err)
+			}
+			servers[0].Signal(syscall.SIGSTOP)
+			t.Cleanup(func() { servers[0].Signal(syscall.SIGCONT) })
+			type call struct {
+				name string
+				f    func(context.Context) error
+			}
+			var calls []call
+			for cname, c := range map[string]*distlock.Client{"single": single, "quorum": quorum} {
+				calls = append(calls,
+					call{cname + " Inspect", func(ctx context.Context) error { _, err := c.Inspect(ctx, "k"); return err }},
+					call{cname + " List", func(ctx context.Context) error { _, err := c.List(ctx, "*"); return err }},
+					call{cname + " ForceRelease", func(ctx context.Context) error { _, err := c.ForceRelease(ctx, "k", 0); return err }})
+			}
+			calls = append(calls, call{"Leader", func(ctx context.Context) error { _, err := e.Leader(ctx); return err }})
+			for _, deadline := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond} {
+				for _, call := range calls {
+					ctx, cancel := context.WithTimeout(context.Background(), deadline)
+					took, err := timedCall(deadline+time.Second, func() error { return call.f(ctx) })
+					cancel()
+					if !errors.Is(err, context.DeadlineExceeded) || took > deadline+deadlineSlack {
+						t.Errorf("%s under a %v deadline with Redis frozen: %v after %v, want DeadlineExceeded within %v+%v",
+							call.name, deadline, err, took.Round(time.Millisecond), deadline, deadlineSlack)
+					}
+				}
+			}
+		})
+	}
+}
+
+var errStillRunning = errors.New("still running")
+
+// timedCall runs call and returns how long it took and its error, waiting
+// at most limit: a call still running then gives errStillRunning (and goes
+// on in its goroutine).
+func timedCall(limit time.Duration, call func() error) (time.Duration, error) {
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return time.Since(start), err
+	case <-timer.C:
+		return time.Since(start), errStillRunning
+	}
+}
+
 // A TryLock whose deadline ends while its acquire is on the wire: Redis
 // grants it after the caller gave up. The grant must be given back as soon
 // as its answer arrives, not block the key for the lease.
