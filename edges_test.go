@@ -240,6 +240,44 @@ func TestAdminCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
 	}
 }
 
+// Release under a context without a deadline gives up after 2s, as its doc
+// says, with either go-redis timeout setting. A 30s ReadTimeout keeps
+// go-redis itself waiting far longer.
+func TestReleaseWithoutDeadlineGivesUpWhenRedisHangs(t *testing.T) {
+	const bound = 2 * time.Second // "after 2 s if it has none"
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			srv, c := frozenLater(t, timeouts)
+			l, err := c.TryLock(ctxT(t, 5*time.Second), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Signal(syscall.SIGSTOP)
+			took, err := timedCall(bound+time.Second, func() error { return l.Release(context.Background()) })
+			if err == nil || took > bound+deadlineSlack {
+				t.Errorf("Release(context.Background()) with Redis frozen: %v after %v, want an error within %v+%v",
+					err, took.Round(time.Millisecond), bound, deadlineSlack)
+			}
+		})
+	}
+}
+
+// frozenLater returns a redis-server, to be frozen by the test, and a Client
+// on it with go-redis' ContextTimeoutEnabled set to timeouts and a 30s
+// ReadTimeout. The server is thawed first when the test ends.
+func frozenLater(t *testing.T, timeouts bool) (*redistest.Server, *distlock.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: timeouts, ReadTimeout: 30 * time.Second})
+	t.Cleanup(func() { rdb.Close() })
+	c := distlock.New(rdb)
+	t.Cleanup(func() {
+		srv.Signal(syscall.SIGCONT)
+		c.Close()
+	})
+	return srv, c
+}
+
 var errStillRunning = errors.New("still running")
 
 // timedCall runs call and returns how long it took and its error, waiting
