@@ -126,9 +126,9 @@ func isNil(v any) bool {
 
 // Close stops the Client's renewal and wake-up machinery. Locks still held
 // stop being renewed and their Lost channels close; waiting Lock calls
-// return ErrClosed. It waits, for at most a few seconds, for releases and
-// clean-ups still under way in the background. It does not close the Redis
-// client.
+// return ErrClosed. It waits, for at most a few seconds, for releases,
+// renewals and clean-ups still under way in the background. It does not
+// close the Redis client.
 func (c *Client) Close() error {
 	if c == nil || c.closed.Swap(true) {
 		return nil

@@ -262,6 +262,39 @@ func TestReleaseWithoutDeadlineGivesUpWhenRedisHangs(t *testing.T) {
 	}
 }
 
+// Close returns within the 2×2s it gives background work while a renewal
+// goes unanswered, with either go-redis timeout setting (its doc: "waits,
+// for at most a few seconds"). A 30s ReadTimeout keeps go-redis itself
+// waiting far longer.
+func TestCloseReturnsWhileRenewalHangs(t *testing.T) {
+	const (
+		bound = 4 * time.Second
+		ttl   = 1500 * time.Millisecond
+	)
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			srv, c := frozenLater(t, timeouts)
+			l, err := c.TryLock(ctxT(t, 5*time.Second), "k", distlock.WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Signal(syscall.SIGSTOP)
+			// Lost fires at the validity deadline, when the renewal sent at
+			// ttl/3 has gone unanswered: it is still in flight.
+			select {
+			case <-l.Lost():
+			case <-time.After(2 * ttl):
+				t.Fatalf("Lost did not fire within %v of Redis freezing", 2*ttl)
+			}
+			took, err := timedCall(bound+time.Second, c.Close)
+			if err != nil || took > bound+deadlineSlack {
+				t.Errorf("Close with a renewal in flight and Redis frozen: %v after %v, want nil within %v+%v",
+					err, took.Round(time.Millisecond), bound, deadlineSlack)
+			}
+		})
+	}
+}
+
 // frozenLater returns a redis-server, to be frozen by the test, and a Client
 // on it with go-redis' ContextTimeoutEnabled set to timeouts and a 30s
 // ReadTimeout. The server is thawed first when the test ends.
