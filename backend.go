@@ -97,10 +97,16 @@ const inlineMargin = 250 * time.Millisecond
 // and the goroutine never starts (two allocations per Lock and two per
 // Release). The goroutine below copies a only when it starts.
 func detached[A, T any](c *Client, ctx context.Context, a A, op func(context.Context, A) (T, error), late func(A, T, error)) (T, error) {
+	return detachedOn(c, c.deadlines, ctx, a, op, late)
+}
+
+// detachedOn is detached for a call on a Redis client that honours
+// deadlines or not, as deadlines says.
+func detachedOn[A, T any](c *Client, deadlines bool, ctx context.Context, a A, op func(context.Context, A) (T, error), late func(A, T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return op(ctx, a)
 	}
-	if d, ok := ctx.Deadline(); ok && c.deadlines && time.Until(d) >= inlineMargin {
+	if d, ok := ctx.Deadline(); ok && deadlines && time.Until(d) >= inlineMargin {
 		v, err := op(ctx, a)
 		// The socket deadline is ctx's: a timeout may come a hair before
 		// ctx itself reports it.
@@ -156,6 +162,16 @@ func inBackground[A, T any](c *Client, ctx context.Context, a A, op func(context
 // closure (off the hot path, where its allocation does not matter).
 func detachedFunc[T any](c *Client, ctx context.Context, op func(context.Context) (T, error)) (T, error) {
 	return detached(c, ctx, op, callFunc[T], nil)
+}
+
+// adminFunc is detachedFunc for a call on the server that Inspect, List,
+// ForceRelease and Election.Leader read (backend.admin, or a master of its
+// Cluster, which shares its options), so that they too return by ctx's
+// deadline whatever Redis does. That server's own timeout setting decides
+// whether op may run inline: on a quorum Client it is the first node, whose
+// calls no quorum wait bounds.
+func adminFunc[T any](c *Client, ctx context.Context, op func(context.Context) (T, error)) (T, error) {
+	return detachedOn(c, c.adminDeadlines, ctx, op, callFunc[T], nil)
 }
 
 func callFunc[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {

@@ -25,9 +25,12 @@ type Client struct {
 	// deadlines: the Redis client stops a call at its context's deadline
 	// (see detached)
 	deadlines bool
-	broken    error // set when the Client was built unusable (nil client, bad option)
-	prefix    string
-	id        string // names this Client's inbox channels
+	// adminDeadlines: the same for the server that Inspect, List and
+	// ForceRelease read, a quorum Client's first node (see adminFunc)
+	adminDeadlines bool
+	broken         error // set when the Client was built unusable (nil client, bad option)
+	prefix         string
+	id             string // names this Client's inbox channels
 	// counter names the fence counter of a lock key (node or slot counter)
 	counter func(lockKey string) string
 
@@ -56,6 +59,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = cfg.ack.validate()
 	}
 	c.deadlines = honoursDeadlines(rdb)
+	c.adminDeadlines = c.deadlines
 	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg, slots: make(chan struct{}, max(poolSize(rdb)/4, 1))}
 	if isCluster(rdb) {
 		s.pub, s.pubArg = "SPUBLISH", spublishArg
@@ -122,9 +126,9 @@ func isNil(v any) bool {
 
 // Close stops the Client's renewal and wake-up machinery. Locks still held
 // stop being renewed and their Lost channels close; waiting Lock calls
-// return ErrClosed. It waits, for at most a few seconds, for releases and
-// clean-ups still under way in the background. It does not close the Redis
-// client.
+// return ErrClosed. It waits, for at most a few seconds, for releases,
+// renewals and clean-ups still under way in the background. It does not
+// close the Redis client.
 func (c *Client) Close() error {
 	if c == nil || c.closed.Swap(true) {
 		return nil

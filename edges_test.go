@@ -187,6 +187,149 @@ func TestCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
 	}
 }
 
+// Inspect, List, ForceRelease and Election.Leader return by their context's
+// deadline whatever Redis does, like the lock calls above, with either
+// go-redis timeout setting, on a single-node Client and on a quorum Client,
+// which reads its first node. Under 200ms they run in a goroutine; 400ms is
+// far enough for them to run inline with ContextTimeoutEnabled.
+func TestAdminCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			servers := redistest.StartN(t, 3)
+			nodes := make([]redis.UniversalClient, len(servers))
+			for i, s := range servers {
+				rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: timeouts})
+				t.Cleanup(func() { rdb.Close() })
+				nodes[i] = rdb
+			}
+			single, quorum := distlock.New(nodes[0]), distlock.NewQuorum(nodes)
+			t.Cleanup(func() {
+				single.Close()
+				quorum.Close()
+			})
+			e, err := single.NewElection("e")
+			if err != nil {
+				t.Fatal(err)
+			}
+			servers[0].Signal(syscall.SIGSTOP)
+			t.Cleanup(func() { servers[0].Signal(syscall.SIGCONT) })
+			type call struct {
+				name string
+				f    func(context.Context) error
+			}
+			var calls []call
+			for cname, c := range map[string]*distlock.Client{"single": single, "quorum": quorum} {
+				calls = append(calls,
+					call{cname + " Inspect", func(ctx context.Context) error { _, err := c.Inspect(ctx, "k"); return err }},
+					call{cname + " List", func(ctx context.Context) error { _, err := c.List(ctx, "*"); return err }},
+					call{cname + " ForceRelease", func(ctx context.Context) error { _, err := c.ForceRelease(ctx, "k", 0); return err }})
+			}
+			calls = append(calls, call{"Leader", func(ctx context.Context) error { _, err := e.Leader(ctx); return err }})
+			for _, deadline := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond} {
+				for _, call := range calls {
+					ctx, cancel := context.WithTimeout(context.Background(), deadline)
+					took, err := timedCall(deadline+time.Second, func() error { return call.f(ctx) })
+					cancel()
+					if !errors.Is(err, context.DeadlineExceeded) || took > deadline+deadlineSlack {
+						t.Errorf("%s under a %v deadline with Redis frozen: %v after %v, want DeadlineExceeded within %v+%v",
+							call.name, deadline, err, took.Round(time.Millisecond), deadline, deadlineSlack)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Release under a context without a deadline gives up after 2s, as its doc
+// says, with either go-redis timeout setting. A 30s ReadTimeout keeps
+// go-redis itself waiting far longer.
+func TestReleaseWithoutDeadlineGivesUpWhenRedisHangs(t *testing.T) {
+	const bound = 2 * time.Second // "after 2 s if it has none"
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			srv, c := frozenLater(t, timeouts)
+			l, err := c.TryLock(ctxT(t, 5*time.Second), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Signal(syscall.SIGSTOP)
+			took, err := timedCall(bound+time.Second, func() error { return l.Release(context.Background()) })
+			if err == nil || took > bound+deadlineSlack {
+				t.Errorf("Release(context.Background()) with Redis frozen: %v after %v, want an error within %v+%v",
+					err, took.Round(time.Millisecond), bound, deadlineSlack)
+			}
+		})
+	}
+}
+
+// Close returns within the 2×2s it gives background work while a renewal
+// goes unanswered, with either go-redis timeout setting (its doc: "waits,
+// for at most a few seconds"). A 30s ReadTimeout keeps go-redis itself
+// waiting far longer.
+func TestCloseReturnsWhileRenewalHangs(t *testing.T) {
+	const (
+		bound = 4 * time.Second
+		ttl   = 1500 * time.Millisecond
+	)
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			srv, c := frozenLater(t, timeouts)
+			l, err := c.TryLock(ctxT(t, 5*time.Second), "k", distlock.WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Signal(syscall.SIGSTOP)
+			// Lost fires at the validity deadline, when the renewal sent at
+			// ttl/3 has gone unanswered: it is still in flight.
+			select {
+			case <-l.Lost():
+			case <-time.After(2 * ttl):
+				t.Fatalf("Lost did not fire within %v of Redis freezing", 2*ttl)
+			}
+			took, err := timedCall(bound+time.Second, c.Close)
+			if err != nil || took > bound+deadlineSlack {
+				t.Errorf("Close with a renewal in flight and Redis frozen: %v after %v, want nil within %v+%v",
+					err, took.Round(time.Millisecond), bound, deadlineSlack)
+			}
+		})
+	}
+}
+
+// frozenLater returns a redis-server, to be frozen by the test, and a Client
+// on it with go-redis' ContextTimeoutEnabled set to timeouts and a 30s
+// ReadTimeout. The server is thawed first when the test ends.
+func frozenLater(t *testing.T, timeouts bool) (*redistest.Server, *distlock.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: timeouts, ReadTimeout: 30 * time.Second})
+	t.Cleanup(func() { rdb.Close() })
+	c := distlock.New(rdb)
+	t.Cleanup(func() {
+		srv.Signal(syscall.SIGCONT)
+		c.Close()
+	})
+	return srv, c
+}
+
+var errStillRunning = errors.New("still running")
+
+// timedCall runs call and returns how long it took and its error, waiting
+// at most limit: a call still running then gives errStillRunning (and goes
+// on in its goroutine).
+func timedCall(limit time.Duration, call func() error) (time.Duration, error) {
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return time.Since(start), err
+	case <-timer.C:
+		return time.Since(start), errStillRunning
+	}
+}
+
 // A TryLock whose deadline ends while its acquire is on the wire: Redis
 // grants it after the caller gave up. The grant must be given back as soon
 // as its answer arrives, not block the key for the lease.

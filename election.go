@@ -107,11 +107,15 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	return l.Release(ctx)
 }
 
-// Leader returns who leads now, or ErrNoLeader. It returns ErrNilContext
-// for a nil ctx; errors otherwise wrap the Redis error.
+// Leader returns who leads now, or ErrNoLeader. Errors otherwise are
+// ErrNilContext (a nil ctx), ErrClosed or ErrNilClient, or wrap the Redis
+// error.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if ctx == nil {
 		return Leader{}, ErrNilContext
+	}
+	if err := e.c.usable(); err != nil {
+		return Leader{}, err
 	}
 	info, err := e.c.inspect(ctx, e.name, e.names, leaderKind)
 	if err != nil {

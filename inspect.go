@@ -69,7 +69,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 
 // inspect reads the exclusive grant of names (a lock, a leadership).
 func (c *Client) inspect(ctx context.Context, key string, names keyNames, k *kind) (LockInfo, error) {
-	res, err := inspectScript.run(ctx, c.b.admin(), []string{names.lock, names.line}, c.b.publish()).Slice()
+	res, err := adminFunc(c, ctx, func(ctx context.Context) ([]any, error) {
+		return inspectScript.run(ctx, c.b.admin(), []string{names.lock, names.line}, c.b.publish()).Slice()
+	})
 	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
@@ -132,8 +134,13 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	}
 	var err error
 	if cc, ok := c.b.admin().(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			return scan(ctx, node)
+		// Finding the masters may ask Redis too (a reload of the slots),
+		// hence adminFunc around it. The scans go by the caller's ctx,
+		// not opCtx, so that they stop once it ends.
+		_, err = adminFunc(c, ctx, func(opCtx context.Context) (struct{}, error) {
+			return struct{}{}, cc.ForEachMaster(opCtx, func(_ context.Context, node *redis.Client) error {
+				return scan(ctx, node)
+			})
 		})
 	} else {
 		err = scan(ctx, c.b.admin())
@@ -173,23 +180,33 @@ type listed struct{ family, name string }
 var families = map[string]*kind{"": mutexKind, "elect": leaderKind, "rw": writeKind, "sem": permitKind}
 
 // scanHolds reports the primitives that have a hold on one node: a grant
-// key ("<prefix><family>{name}") or shared holds ("...{name}:h").
+// key ("<prefix><family>{name}") or shared holds ("...{name}:h"). Each
+// SCAN call returns by ctx's deadline.
 func (c *Client) scanHolds(ctx context.Context, node redis.Cmdable, match string, found func(listed)) error {
 	var cursor uint64
 	for {
-		keys, next, err := node.Scan(ctx, cursor, match, 1000).Result()
+		page, err := adminFunc(c, ctx, func(ctx context.Context) (scanPage, error) {
+			keys, next, err := node.Scan(ctx, cursor, match, 1000).Result()
+			return scanPage{keys, next}, err
+		})
 		if err != nil {
 			return err
 		}
-		for _, k := range keys {
+		for _, k := range page.keys {
 			if x, ok := c.parseKey(k); ok {
 				found(x)
 			}
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = page.next; cursor == 0 {
 			return nil
 		}
 	}
+}
+
+// scanPage is one SCAN reply.
+type scanPage struct {
+	keys []string
+	next uint64
 }
 
 // parseKey reads a key that shows a hold: a grant key or a set of shared
@@ -226,7 +243,9 @@ func (c *Client) holds(ctx context.Context, x listed) ([]LockInfo, error) {
 		}
 		return []LockInfo{info}, nil
 	}
-	res, err := inspectSharedScript.run(ctx, c.b.admin(), c.names(k, x.name).keys).Slice()
+	res, err := adminFunc(c, ctx, func(ctx context.Context) ([]any, error) {
+		return inspectSharedScript.run(ctx, c.b.admin(), c.names(k, x.name).keys).Slice()
+	})
 	if err == nil && len(res) < 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
@@ -283,7 +302,11 @@ func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (Loc
 		return LockInfo{}, fmt.Errorf("%w: fence must not be negative, got %d", ErrInvalidOption, fence)
 	}
 	names := c.names(mutexKind, key)
-	res, err := forceReleaseScript.run(ctx, c.b.admin(), names.keys, fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
+	// One that ctx cut off may still take effect in Redis; nothing undoes
+	// it (there is no late), since the caller asked for it.
+	res, err := adminFunc(c, ctx, func(ctx context.Context) ([]any, error) {
+		return forceReleaseScript.run(ctx, c.b.admin(), names.keys, fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
+	})
 	if err == nil && len(res) != 0 && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}

@@ -144,6 +144,18 @@ func (l *Lock) release(ctx context.Context, link string) error {
 	if done {
 		return ErrNotHeld
 	}
+	if _, ok := ctx.Deadline(); !ok && !l.client.deadlines {
+		// Without a deadline the delete gives up after cleanupTimeout by
+		// runReleaseCall's timer, which a Redis client that ignores
+		// deadlines does not heed. So the bound becomes ctx's deadline,
+		// as if the caller had set it: detached waits in its goroutine,
+		// the one way to stop waiting for such a client, and returns at
+		// the bound while the delete goes on in the background. A client
+		// that honours deadlines keeps the inline call and its timer.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+	}
 	out, err := detached(l.client, ctx, releaseCall{l, link}, runReleaseCall, retryReleaseCall)
 	l.observeEnd(out, err)
 	switch {

@@ -355,6 +355,24 @@ func TestClosedClient(t *testing.T) {
 	}
 }
 
+// Election.Leader after Close returns ErrClosed like every other call, not
+// the leader a closed Client may have stopped renewing.
+func TestLeaderAfterClose(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	e, err := c.NewElection("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Campaign(ctx, "v"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if l, err := e.Leader(ctx); !errors.Is(err, distlock.ErrClosed) {
+		t.Fatalf("Leader after Close: %+v, %v; want ErrClosed", l, err)
+	}
+}
+
 func TestLockReturnsWhenContextEnds(t *testing.T) {
 	c, _, _ := setup(t)
 	ctx := ctxT(t, 5*time.Second)

@@ -49,6 +49,9 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
 	}
 	c.b = &quorum{c: c, nodes: slices.Clone(nodes), suspect: make([]atomic.Bool, len(nodes))}
 	c.deadlines = true // onNodes never waits for a node past ctx
+	if len(nodes) > 0 {
+		c.adminDeadlines = honoursDeadlines(nodes[0])
+	}
 	return c
 }
 

@@ -64,10 +64,16 @@ func startRenewer(c *Client) *renewer {
 		results: make(chan []renewResult),
 	}
 	// Both goroutines start here, so that a renewer is complete (and seen
-	// whole by leak checks) once startRenewer returns.
-	workerDone := make(chan struct{})
-	go r.work(workerDone)
-	go r.run(workerDone)
+	// whole by leak checks) once startRenewer returns. The worker counts in
+	// c.bg: Close waits for a renewal in flight as for the other background
+	// work, for a bounded time, since a Redis client that ignores deadlines
+	// may hold the batch until its ReadTimeout.
+	c.bg.add()
+	go func() {
+		defer c.bg.done()
+		r.work()
+	}()
+	go r.run()
 	return r
 }
 
@@ -110,6 +116,8 @@ func (r *renewer) add(l *Lock) {
 	}
 }
 
+// stop ends the scheduler, which ends the locks it has (lost, ErrClosed).
+// It does not wait for a renewal in flight (see startRenewer).
 func (r *renewer) stop() {
 	r.mu.Lock()
 	r.stopped = true
@@ -118,7 +126,9 @@ func (r *renewer) stop() {
 	<-r.done
 }
 
-func (r *renewer) run(workerDone chan struct{}) {
+// run is the scheduler. Once stopped it ends the locks it has, without
+// waiting for the worker (see startRenewer).
+func (r *renewer) run() {
 	defer close(r.done)
 	var (
 		sched    schedule
@@ -129,7 +139,6 @@ func (r *renewer) run(workerDone chan struct{}) {
 	defer func() {
 		timer.Stop()
 		close(r.batches)
-		<-workerDone
 		for _, l := range append(sched, r.takePending()...) {
 			l.end(lost, closedCause)
 		}
@@ -205,8 +214,7 @@ func (r *renewer) takePending() []*Lock {
 }
 
 // work sends renewal batches; it is the only goroutine that waits on Redis.
-func (r *renewer) work(done chan struct{}) {
-	defer close(done)
+func (r *renewer) work() {
 	for batch := range r.batches {
 		var due time.Time
 		if r.obs != nil {
