@@ -28,6 +28,11 @@ func runHelper(mode string) int {
 		_, err = c.Lock(context.Background(), os.Getenv("DISTLOCK_KEY"), distlock.WithFair())
 		fmt.Println("got")
 		time.Sleep(time.Hour) // until the test kills this process
+	case "semwait":
+		s, _ := c.NewSemaphore(os.Getenv("DISTLOCK_KEY"), 1)
+		_, err = s.Acquire(context.Background())
+		fmt.Println("got")
+		time.Sleep(time.Hour) // until the test kills this process
 	case "fences":
 		err = helperFences(c)
 	case "pausedwriter":

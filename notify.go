@@ -204,10 +204,14 @@ func (n *notifier) expectGrant(channel, token string) {
 }
 
 // deliver handles a message on channel: "g <fence> <token> [<link>]" hands
-// the lock to that waiter (or, if it is gone, passes the lock on); anything else
-// says the lock is free and wakes the head of the local line and the
-// waiters in line.
+// the lock to that waiter (or, if it is gone, passes the lock on); "p" is a
+// script making sure that someone hears this Client (clear_gone in
+// lua/lib.lua) and asks nothing; anything else says the lock is free and
+// wakes the head of the local line and the waiters in line.
 func (n *notifier) deliver(channel, payload string) {
+	if payload == "p" {
+		return // waking waiters would have them ask again, and ping again
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := n.chans[channel]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -327,5 +328,69 @@ func TestWaitersThatGaveUpLeaveTheLine(t *testing.T) {
 	}
 	if info, err := c.Inspect(ctx, "m"); err != nil || info.Queued != 0 {
 		t.Errorf("Inspect counts %d waiting, nobody waits (%v)", info.Queued, err)
+	}
+}
+
+// TestKilledWaitersLeaveTheLine: a waiter killed outright (SIGKILL) cannot
+// leave the line, and while the lock stays held and others wait nothing
+// removed its entry (a semaphore's line, refreshed by every re-ask, kept
+// it for good). A live waiter's re-ask now clears the dead entry ahead of
+// it, and the live one stays in line and gets the lock.
+func TestKilledWaitersLeaveTheLine(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+	for _, tc := range []struct {
+		kind, helper, line string
+		hold               func() (*distlock.Lock, error)
+		wait               func(context.Context) (*distlock.Lock, error)
+	}{
+		{"lock", "fairwait", "distlock:{dead-l}:line",
+			func() (*distlock.Lock, error) { return c.TryLock(ctx, "dead-l") },
+			func(ctx context.Context) (*distlock.Lock, error) { return c.Lock(ctx, "dead-l", distlock.WithFair()) }},
+		{"semaphore", "semwait", "distlock:sem{dead-s}:line",
+			func() (*distlock.Lock, error) { s, _ := c.NewSemaphore("dead-s", 1); return s.TryAcquire(ctx) },
+			func(ctx context.Context) (*distlock.Lock, error) {
+				s, _ := c.NewSemaphore("dead-s", 1)
+				return s.Acquire(ctx)
+			}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			holder, err := tc.hold()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := strings.TrimSuffix(strings.Split(tc.line, "{")[1], "}:line")
+			dead := startHelper(t, tc.helper, "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY="+key)
+			waitFor(t, 5*time.Second, "the helper to line up", func() bool {
+				return rdb.LLen(ctx, tc.line).Val() == 1
+			})
+			got := make(chan error, 1)
+			go func() {
+				l, err := tc.wait(ctx)
+				if err == nil {
+					err = l.Release(ctx)
+				}
+				got <- err
+			}()
+			waitFor(t, 5*time.Second, "the live waiter to line up", func() bool {
+				return rdb.LLen(ctx, tc.line).Val() == 2
+			})
+			_ = dead.cmd.Process.Kill()
+			// A waiter re-asks at least every second.
+			waitFor(t, 10*time.Second, "the dead waiter's entry to go", func() bool {
+				return rdb.LLen(ctx, tc.line).Val() == 1
+			})
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the live waiter did not get the lock")
+			}
+		})
 	}
 }

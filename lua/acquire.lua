@@ -37,10 +37,11 @@ if v then
   if r then
     return r
   end
-  if again ~= '1' or not redis.call('LPOS', KEYS[3], entry) then
-    if redis.call('RPUSH', KEYS[3], entry) == 1 or again == '1' then
-      redis.call('PEXPIRE', KEYS[3], ARGV[10])
-    end
+  local pos = again == '1' and redis.call('LPOS', KEYS[3], entry)
+  if pos then
+    clear_gone(pos, entry, ARGV[9], since)
+  elseif redis.call('RPUSH', KEYS[3], entry) == 1 or again == '1' then
+    redis.call('PEXPIRE', KEYS[3], ARGV[10])
   end
   if line == '0' then
     local f, s, h, _, t = parse(v)

@@ -42,6 +42,25 @@ local function parse_entry(e, now)
   return nil
 end
 
+-- clear_gone removes one line entry whose waiter is gone: the one before
+-- pos, the caller's place, or for the line's head the last one. A waiter
+-- killed outright leaves its entry, which handoffs skip but nothing else
+-- removes while the lock stays held and live waiters keep the line. A
+-- re-ask calls it, so each live waiter clears the dead entries ahead of
+-- it, one a re-ask, and the head those behind the last live one. Gone:
+-- its deadline passed (now: the caller's clock), or nobody hears its
+-- Client's channel (a ping "p", which Clients ignore).
+local function clear_gone(pos, entry, pub, now)
+  local e = redis.call('LINDEX', KEYS[3], pos > 0 and pos - 1 or -1)
+  if not e or e == entry then
+    return
+  end
+  local client = string.match(e, '^%S+ (%S+) ')
+  if not parse_entry(e, now) or redis.call(pub, KEYS[1] .. ':to:' .. client, 'p') == 0 then
+    redis.call('LREM', KEYS[3], 1, e)
+  end
+end
+
 -- offer draws a fence for a grant to token and tells the waiter's client;
 -- returns the fence if someone heard it, else nil (the waiter is gone).
 local function offer(pub, client, token, link)

@@ -29,6 +29,6 @@ if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not he
   return fence
 end
 if mode ~= 't' then
-  line_up(entry, again, ARGV[11])
+  line_up(entry, again, ARGV[11], ARGV[5], since)
 end
 return {0, blocker_ttl(now)}

@@ -32,6 +32,6 @@ if held < n and (not head or head == entry) then
   return fence
 end
 if mode ~= 't' then
-  line_up(entry, again, ARGV[11])
+  line_up(entry, again, ARGV[11], ARGV[5], since)
 end
 return {0, blocker_ttl(now)}
