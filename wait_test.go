@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -340,14 +339,14 @@ func TestKilledWaitersLeaveTheLine(t *testing.T) {
 	c, rdb, srv := setup(t)
 	ctx := ctxT(t, 30*time.Second)
 	for _, tc := range []struct {
-		kind, helper, line string
-		hold               func() (*distlock.Lock, error)
-		wait               func(context.Context) (*distlock.Lock, error)
+		kind, helper, key, line string
+		hold                    func() (*distlock.Lock, error)
+		wait                    func(context.Context) (*distlock.Lock, error)
 	}{
-		{"lock", "fairwait", "distlock:{dead-l}:line",
+		{"lock", "fairwait", "dead-l", "distlock:{dead-l}:line",
 			func() (*distlock.Lock, error) { return c.TryLock(ctx, "dead-l") },
 			func(ctx context.Context) (*distlock.Lock, error) { return c.Lock(ctx, "dead-l", distlock.WithFair()) }},
-		{"semaphore", "semwait", "distlock:sem{dead-s}:line",
+		{"semaphore", "semwait", "dead-s", "distlock:sem{dead-s}:line",
 			func() (*distlock.Lock, error) { s, _ := c.NewSemaphore("dead-s", 1); return s.TryAcquire(ctx) },
 			func(ctx context.Context) (*distlock.Lock, error) {
 				s, _ := c.NewSemaphore("dead-s", 1)
@@ -359,8 +358,7 @@ func TestKilledWaitersLeaveTheLine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			key := strings.TrimSuffix(strings.Split(tc.line, "{")[1], "}:line")
-			dead := startHelper(t, tc.helper, "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY="+key)
+			dead := startHelper(t, tc.helper, "DISTLOCK_ADDR="+srv.Addr, "DISTLOCK_KEY="+tc.key)
 			waitFor(t, 5*time.Second, "the helper to line up", func() bool {
 				return rdb.LLen(ctx, tc.line).Val() == 1
 			})
