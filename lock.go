@@ -10,6 +10,10 @@ import (
 
 // Lock is one hold of a lock. Its methods are safe for concurrent use; on a
 // nil *Lock they return ErrNotHeld.
+//
+// A renewed hold lasts until Release, its loss or Client.Close. Like an open
+// file, a Lock the program drops without Release is still renewed while its
+// Client lives: defer Release where it is taken.
 type Lock struct {
 	client *Client
 	kind   *kind
