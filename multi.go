@@ -89,11 +89,15 @@ func (m *MultiLock) lose(err error) {
 	}
 }
 
-// giveBack releases the locks taken so far, under a context that ignores
-// ctx's cancellation (see Lock.Release).
+// giveBack releases the locks taken so far under the caller's ctx, which
+// has often ended (the next lock was not had by its deadline): Release ends
+// each hold at once and, when ctx has ended, deletes it in the background,
+// bounded by cleanupTimeout. A context without ctx's deadline would make
+// LockAll wait for each delete, up to 2 s apiece past the caller's
+// deadline when Redis hangs.
 func (m *MultiLock) giveBack(ctx context.Context) {
 	for _, l := range m.locks {
-		_ = l.Release(context.WithoutCancel(ctx))
+		_ = l.Release(ctx)
 	}
 }
 
