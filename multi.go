@@ -54,6 +54,15 @@ func (c *Client) lockAll(ctx context.Context, keys []string, opts []Option, take
 			return nil, fmt.Errorf("%w: %q given twice", ErrInvalidKey, sorted[i])
 		}
 	}
+	// A bad name is refused before any lock is taken, wherever it sorts.
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	for _, key := range sorted {
+		if err := c.checkName(mutexKind, key); err != nil {
+			return nil, err
+		}
+	}
 	m := &MultiLock{lost: make(chan struct{})}
 	for _, key := range sorted {
 		l, err := take(ctx, key, opts...)
