@@ -33,6 +33,9 @@ type Client struct {
 	id             string // names this Client's inbox channels
 	// counter names the fence counter of a lock key (node or slot counter)
 	counter func(lockKey string) string
+	// cluster: the Client is on a Redis Cluster, where every key of a lock
+	// must carry the hash tag (see checkTag)
+	cluster bool
 
 	closed  atomic.Bool
 	closing chan struct{} // closed by Close: wakes waiting Lock calls
@@ -64,6 +67,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	if isCluster(rdb) {
 		s.pub, s.pubArg = "SPUBLISH", spublishArg
 		c.counter = slotCounter(c.prefix)
+		c.cluster = true
 	}
 	c.b = s
 	return c
@@ -243,6 +247,9 @@ func (c *Client) request(k *kind, key string, opts []Option, wait bool) (*reques
 		return nil, fmt.Errorf("%w: WithOwner (reentrancy) is for locks, not for the %s %q", ErrInvalidOption, k.primitive, key)
 	}
 	r.names, r.token = c.names(k, key), newToken()
+	if err := c.checkTag(key, r.names.lock); err != nil {
+		return nil, err
+	}
 	if cfg.owner != "" || cfg.meta != processMetadata {
 		r.tail = strconv.Itoa(len(cfg.owner)) + ":" + cfg.owner + cfg.meta
 	}
@@ -257,6 +264,20 @@ func (c *Client) usable() error {
 		return c.broken
 	case c.closed.Load():
 		return ErrClosed
+	}
+	return nil
+}
+
+// checkTag refuses, on a Cluster, a lock whose Redis key lock has no hash
+// tag: a name beginning with '}' ("<prefix>{}x}": an empty tag makes Redis
+// hash the whole key), or a prefix with an empty tag of its own. Its line
+// and other keys would then hash to other slots than its grant, and every
+// script over them would fail with CROSSSLOT: a TryLock of a free lock
+// (grant and counter only) would succeed and its Release fail, leaving
+// the lock held until its lease ran out.
+func (c *Client) checkTag(key, lock string) error {
+	if c.cluster && hashTag(lock) == lock {
+		return fmt.Errorf("%w: %q: on a Cluster its key %q would have no hash tag to keep its keys in one slot", ErrInvalidKey, key, lock)
 	}
 	return nil
 }

@@ -422,3 +422,69 @@ func TestClusterNoticesUseShardedPubSub(t *testing.T) {
 		}
 	}
 }
+
+// On a Cluster, a name beginning with '}' gives its keys an empty hash tag
+// ("distlock:{}x}"), so Redis hashes each key whole and they land in
+// different slots. Such names used to reach Redis: a TryLock of a free lock
+// (grant and counter only) succeeded, and its Release failed with
+// CROSSSLOT, leaving the lock held until its lease ran out; waiting and
+// every other primitive failed with an untyped CROSSSLOT error. They are
+// refused with ErrInvalidKey before anything is sent, while names with
+// braces elsewhere lock, wait, hand over and release as any other.
+func TestClusterNamesWithBraces(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c, other := clusterLocks(t, cl), clusterLocks(t, cl)
+	rdb := cl.Client(t)
+	ctx := ctxT(t, 30*time.Second)
+	for _, name := range []string{"}", "}x", "}{x}"} {
+		calls := map[string]func() error{
+			"TryLock":      func() error { _, err := c.TryLock(ctx, name); return err },
+			"Lock":         func() error { _, err := c.Lock(ctx, name); return err },
+			"NewMutex":     func() error { _, err := c.NewMutex(name); return err },
+			"NewRWMutex":   func() error { _, err := c.NewRWMutex(name); return err },
+			"NewSemaphore": func() error { _, err := c.NewSemaphore(name, 2); return err },
+			"NewElection":  func() error { _, err := c.NewElection(name); return err },
+			"LockAll":      func() error { _, err := c.LockAll(ctx, []string{"a", name}); return err },
+			"TryLockAll":   func() error { _, err := c.TryLockAll(ctx, []string{"a", name}); return err },
+			"Inspect":      func() error { _, err := c.Inspect(ctx, name); return err },
+			"ForceRelease": func() error { _, err := c.ForceRelease(ctx, name, 0); return err },
+		}
+		for call, f := range calls {
+			if err := f(); !errors.Is(err, distlock.ErrInvalidKey) {
+				t.Errorf("%s(%q) on a Cluster: %v, want ErrInvalidKey", call, name, err)
+			}
+		}
+	}
+	keys := func() []string {
+		var left []string
+		for _, m := range cl.Masters(t) {
+			for _, k := range m.Client(t).Keys(ctx, "*").Val() {
+				if !strings.HasPrefix(k, "distlock:fence") {
+					left = append(left, k)
+				}
+			}
+		}
+		return left
+	}
+	if left := keys(); len(left) != 0 {
+		t.Fatalf("refused names left keys: %q", left)
+	}
+	for _, name := range []string{"a}b", "{x}", "x{", "{}", "a{b}c"} {
+		l, err := c.Lock(ctx, name)
+		if err != nil {
+			t.Fatalf("Lock(%q): %v", name, err)
+		}
+		waiter := acquireAsync(ctx, other, name)
+		waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+			return rdb.LLen(ctx, "distlock:{"+name+"}:line").Val() == 1
+		})
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release(%q): %v", name, err)
+		}
+		got := recv(t, waiter, 5*time.Second)
+		if err := got.l.Release(ctx); err != nil {
+			t.Fatalf("Release(%q) after the handoff: %v", name, err)
+		}
+	}
+	waitFor(t, 2*time.Second, "nothing left but fence counters", func() bool { return len(keys()) == 0 })
+}

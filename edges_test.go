@@ -240,6 +240,54 @@ func TestAdminCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
 	}
 }
 
+// LockAll that took some of its locks and then fails (the next one is not
+// had by the deadline) returns by its deadline even when Redis hangs: the
+// locks it gives back are deleted in the background, and, with nothing
+// renewing them, their leases run out. It used to give them back under a
+// context without the caller's deadline and wait up to 2 s for each.
+func TestLockAllGivesBackByDeadlineWhenRedisHangs(t *testing.T) {
+	const (
+		deadline = time.Second
+		ttl      = 2 * time.Second
+	)
+	for _, timeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			srv := redistest.Start(t)
+			direct := srv.Client(t)
+			c, p := proxied(t, srv, timeouts)
+			other := distlock.New(direct)
+			t.Cleanup(func() { other.Close() })
+			ctx := ctxT(t, 20*time.Second)
+			if _, err := other.Lock(ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+			lctx, cancel := context.WithTimeout(ctx, deadline)
+			defer cancel()
+			start := time.Now()
+			res := make(chan error, 1)
+			go func() {
+				_, err := c.LockAll(lctx, []string{"b", "a"}, distlock.WithTTL(ttl))
+				res <- err
+			}()
+			waitFor(t, deadline, "LockAll to take a", func() bool { return direct.Exists(ctx, "distlock:{a}").Val() == 1 })
+			p.Blackhole() // b is still held: LockAll fails at its deadline and gives a back
+			select {
+			case err := <-res:
+				took := time.Since(start)
+				if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || took > deadline+deadlineSlack {
+					t.Errorf("LockAll with Redis blackholed after its first lock: %v after %v, want ErrNotObtained and DeadlineExceeded within %v+%v",
+						err, took.Round(time.Millisecond), deadline, deadlineSlack)
+				}
+			case <-time.After(deadline + 5*time.Second):
+				t.Fatal("LockAll did not return")
+			}
+			p.Heal()
+			waitFor(t, 2*ttl, "the lock given back to be gone from Redis", func() bool { return direct.Exists(ctx, "distlock:{a}").Val() == 0 })
+			p.ResetAll()
+		})
+	}
+}
+
 // Release under a context without a deadline gives up after 2s, as its doc
 // says, with either go-redis timeout setting. A 30s ReadTimeout keeps
 // go-redis itself waiting far longer.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -58,7 +59,9 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 	if ctx == nil {
 		return nil, ErrNilContext
 	}
-	r, err := e.c.request(leaderKind, e.name, append(opts, WithMetadata(value)), true)
+	// Clipped: an append into spare capacity of the caller's slice would
+	// write to its backing array, a data race when campaigns share it.
+	r, err := e.c.request(leaderKind, e.name, append(slices.Clip(opts), WithMetadata(value)), true)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,9 @@ var ErrNotObtained = errors.New("distlock: lock not obtained")
 // the Lock is nil. Nothing in Redis is changed when it is returned.
 var ErrNotHeld = errors.New("distlock: lock not held")
 
-// ErrInvalidKey is returned for an empty or over-long lock key.
+// ErrInvalidKey is returned for an empty or over-long lock key, and on a
+// Cluster for a name whose Redis keys would have no hash tag (one that
+// begins with '}'), since they could not share a slot.
 var ErrInvalidKey = errors.New("distlock: invalid key")
 
 // ErrInvalidTTL is returned for a TTL below a millisecond or above MaxTTL.

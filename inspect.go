@@ -64,7 +64,11 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err := validateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	return c.inspect(ctx, key, c.names(mutexKind, key), mutexKind)
+	names := c.names(mutexKind, key)
+	if err := c.checkTag(key, names.lock); err != nil {
+		return LockInfo{}, err
+	}
+	return c.inspect(ctx, key, names, mutexKind)
 }
 
 // inspect reads the exclusive grant of names (a lock, a leadership).
@@ -302,6 +306,9 @@ func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (Loc
 		return LockInfo{}, fmt.Errorf("%w: fence must not be negative, got %d", ErrInvalidOption, fence)
 	}
 	names := c.names(mutexKind, key)
+	if err := c.checkTag(key, names.lock); err != nil {
+		return LockInfo{}, err
+	}
 	// One that ctx cut off may still take effect in Redis; nothing undoes
 	// it (there is no late), since the caller asked for it.
 	res, err := adminFunc(c, ctx, func(ctx context.Context) ([]any, error) {

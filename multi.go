@@ -54,6 +54,15 @@ func (c *Client) lockAll(ctx context.Context, keys []string, opts []Option, take
 			return nil, fmt.Errorf("%w: %q given twice", ErrInvalidKey, sorted[i])
 		}
 	}
+	// A bad name is refused before any lock is taken, wherever it sorts.
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	for _, key := range sorted {
+		if err := c.checkName(mutexKind, key); err != nil {
+			return nil, err
+		}
+	}
 	m := &MultiLock{lost: make(chan struct{})}
 	for _, key := range sorted {
 		l, err := take(ctx, key, opts...)
@@ -89,11 +98,15 @@ func (m *MultiLock) lose(err error) {
 	}
 }
 
-// giveBack releases the locks taken so far, under a context that ignores
-// ctx's cancellation (see Lock.Release).
+// giveBack releases the locks taken so far under the caller's ctx, which
+// has often ended (the next lock was not had by its deadline): Release ends
+// each hold at once and, when ctx has ended, deletes it in the background,
+// bounded by cleanupTimeout. A context without ctx's deadline would make
+// LockAll wait for each delete, up to 2 s apiece past the caller's
+// deadline when Redis hangs.
 func (m *MultiLock) giveBack(ctx context.Context) {
 	for _, l := range m.locks {
-		_ = l.Release(context.WithoutCancel(ctx))
+		_ = l.Release(ctx)
 	}
 }
 

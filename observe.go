@@ -115,10 +115,12 @@ type Event struct {
 }
 
 // WithObserver adds o to the Client's observers (see Observer). It may be
-// given several times.
+// given several times. A nil o is ignored, also a nil pointer in the
+// interface: the *Observer of a constructor that failed (such as
+// distlockotel.NewObserver) would otherwise panic in every lock call.
 func WithObserver(o Observer) ClientOption {
 	return func(c *clientConfig) {
-		if o != nil {
+		if !isNil(o) {
 			c.observers = append(c.observers, o)
 		}
 	}

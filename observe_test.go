@@ -48,6 +48,28 @@ func (r *recorder) find(kind distlock.EventKind, match func(distlock.Event) bool
 	return distlock.Event{}, false
 }
 
+// A nil *recorder given as an Observer, as a failed constructor's result
+// ignored by the caller would be (obs, _ := distlockotel.NewObserver()), is
+// ignored like a nil interface: every lock call used to panic on it.
+func TestNilObserverIsIgnored(t *testing.T) {
+	var rec *recorder
+	c, _, _ := setup(t, distlock.WithObserver(rec))
+	ctx := ctxT(t, 5*time.Second)
+	err := unpanicked(func() error {
+		l, err := c.Lock(ctx, "k")
+		if err != nil {
+			return err
+		}
+		if err := l.Extend(ctx, time.Second); err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	})
+	if err != nil {
+		t.Fatalf("Lock, Extend and Release with a nil *recorder observer: %v", err)
+	}
+}
+
 // The events of a contended lock, a handoff and a loss, as an Observer
 // sees them.
 func TestObserverSeesTheLocksLife(t *testing.T) {

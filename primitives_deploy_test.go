@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,6 +160,34 @@ func TestPrimitivesLeaveNothingBehind(t *testing.T) {
 	}
 	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 1 {
 		t.Fatalf("left in Redis: %.10v (%d keys)", keys, len(keys))
+	}
+}
+
+// Campaign adds the value to the caller's options without writing into
+// the caller's slice: campaigns sharing one options slice with spare
+// capacity (a package-level default, say) raced on its backing array.
+func TestCampaignLeavesCallersOptionsAlone(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	opts := make([]distlock.Option, 1, 2)
+	opts[0] = distlock.WithTTL(5 * time.Second)
+	var wg sync.WaitGroup
+	for _, name := range []string{"e1", "e2"} {
+		e, err := c.NewElection(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.Campaign(ctx, name, opts...); err != nil {
+				t.Errorf("Campaign %s: %v", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if spare := opts[:2][1]; spare != nil {
+		t.Fatal("Campaign wrote its value option into the spare capacity of the caller's options slice")
 	}
 }
 

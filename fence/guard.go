@@ -63,6 +63,7 @@ type Guard struct {
 // NewGuard returns a guard that writes through rdb, a client (not a
 // pipeline: a pipelined write would report ErrStale as a plain Redis
 // error). A nil rdb gives a guard whose methods return distlock.ErrNilClient.
+// Its methods return distlock.ErrNilContext for a nil ctx, writing nothing.
 func NewGuard(rdb redis.Scripter) *Guard {
 	return &Guard{rdb: rdb}
 }
@@ -70,7 +71,7 @@ func NewGuard(rdb redis.Scripter) *Guard {
 // Set sets the string key to value, with expiry ttl (0: none), if fence is
 // not stale for key.
 func (g *Guard) Set(ctx context.Context, fence int64, key string, value any, ttl time.Duration) error {
-	marker, err := g.check(fence, key)
+	marker, err := g.check(ctx, fence, key)
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func (g *Guard) Set(ctx context.Context, fence int64, key string, value any, ttl
 // HSet sets field of the hash key to value if fence is not stale for key.
 // The fence is per hash, not per field: a hash is one resource.
 func (g *Guard) HSet(ctx context.Context, fence int64, key, field string, value any) error {
-	marker, err := g.check(fence, key)
+	marker, err := g.check(ctx, fence, key)
 	if err != nil {
 		return err
 	}
@@ -96,10 +97,13 @@ func (g *Guard) HSet(ctx context.Context, fence int64, key, field string, value 
 // returns its reply. The fence check, the body and the marker update are one
 // script call; the marker advances only if the body returns without error.
 func (g *Guard) Run(ctx context.Context, s *Script, fence int64, keys []string, args ...any) *redis.Cmd {
+	if ctx == nil {
+		return failedCmd(context.Background(), distlock.ErrNilContext)
+	}
 	if s == nil || len(keys) == 0 {
 		return failedCmd(ctx, fmt.Errorf("%w: a guarded script needs a script and at least one key", distlock.ErrInvalidOption))
 	}
-	marker, err := g.check(fence, keys[0])
+	marker, err := g.check(ctx, fence, keys[0])
 	if err != nil {
 		return failedCmd(ctx, err)
 	}
@@ -151,7 +155,12 @@ func hashTag(key string) string {
 	return key
 }
 
-func (g *Guard) check(fence int64, key string) (string, error) {
+// check validates a guarded write before anything is sent. A nil ctx is
+// refused here: go-redis would panic on it.
+func (g *Guard) check(ctx context.Context, fence int64, key string) (string, error) {
+	if ctx == nil {
+		return "", distlock.ErrNilContext
+	}
 	if g == nil || isNil(g.rdb) {
 		return "", distlock.ErrNilClient
 	}

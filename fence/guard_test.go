@@ -171,6 +171,7 @@ func TestGuardBadInput(t *testing.T) {
 	g := fence.NewGuard(rdb)
 	script := fence.NewScript(`return 1`)
 	var nilClient *redis.Client
+	var noCtx context.Context // a nil ctx: refused, not handed to go-redis (which panics on it)
 	cases := []struct {
 		name string
 		err  error
@@ -186,6 +187,9 @@ func TestGuardBadInput(t *testing.T) {
 		{"nil script", g.Run(ctx, nil, 1, []string{"k"}).Err(), distlock.ErrInvalidOption},
 		{"nil client", fence.NewGuard(nil).Set(ctx, 1, "k", "v", 0), distlock.ErrNilClient},
 		{"typed nil client", fence.NewGuard(nilClient).HSet(ctx, 1, "k", "f", "v"), distlock.ErrNilClient},
+		{"nil ctx Set", g.Set(noCtx, 1, "k", "v", 0), distlock.ErrNilContext},
+		{"nil ctx HSet", g.HSet(noCtx, 1, "k", "f", "v"), distlock.ErrNilContext},
+		{"nil ctx Run", g.Run(noCtx, script, 1, []string{"k"}).Err(), distlock.ErrNilContext},
 	}
 	for _, tc := range cases {
 		if !errors.Is(tc.err, tc.want) {
