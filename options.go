@@ -86,8 +86,10 @@ func WithoutRenewal() Option {
 }
 
 // WithFair makes Lock wait in arrival order: a free lock is never taken
-// ahead of a waiter in line. Use it for every Lock call on a key that needs
-// the order. A quorum Client refuses it with ErrInvalidOption.
+// ahead of a waiter in line. A TryLock with it that finds a free lock with
+// waiters in line hands it to the first of them and returns ErrNotObtained.
+// Use it for every Lock call on a key that needs the order. A quorum Client
+// refuses it with ErrInvalidOption.
 func WithFair() Option {
 	return func(c *lockConfig) { c.fair = true }
 }

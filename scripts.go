@@ -221,6 +221,9 @@ const (
 	modeTry  = "t" // take it if free
 	modeJoin = "j" // take it if free, else join the line
 	modeFair = "f" // take it if free and nobody is ahead in line, else join
+	// modeFairTry is a TryLock's modeTry under WithFair: a free lock goes to
+	// the head of its line, if any, and the caller never lines up.
+	modeFairTry = "n"
 )
 
 // int64s reads a script's reply, an array of integers or one integer n (as

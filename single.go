@@ -306,6 +306,9 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 // acquireCall is the script of one attempt in mode and its call (see
 // script.command).
 func (s *single) acquireCall(r *request, mode string, again bool) (*script, []any) {
+	if mode == modeTry && r.cfg.fair && !r.kind.shared {
+		mode = modeFairTry // try.lua would take a free lock ahead of the line
+	}
 	if mode == modeTry && r.kind.try != nil {
 		cmd := r.kind.try.command(r.tryCmd[:0], r.names.keys[:2])
 		cmd = append(cmd, tryGrant(r.token, r.tail), msArg(r.cfg.ttl))

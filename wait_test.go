@@ -217,6 +217,50 @@ func TestFairOrder(t *testing.T) {
 	}
 }
 
+// A fair TryLock does not take a free lock ahead of the line: the head is
+// handed it. The lock is freed as an expired lease frees it (its key gone)
+// while the waiter, told the holder's lease is long, waits for a notice.
+func TestFairTryLockLeavesFreeLockToLine(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 20*time.Second)
+	holder, err := c.Lock(ctx, "queue", distlock.WithFair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := distlock.New(rdb) // the waiter's own process
+	defer wc.Close()
+	waiter := acquireAsync(ctx, wc, "queue", distlock.WithFair())
+	waitFor(t, 2*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{queue}:line").Val() == 1
+	})
+	if err := rdb.Del(ctx, "distlock:{queue}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	tc := distlock.New(rdb)
+	defer tc.Close()
+	if l, err := tc.TryLock(ctx, "queue", distlock.WithFair()); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("fair TryLock of a free lock with a waiter in line: lock %t, error %v; want ErrNotObtained", l != nil, err)
+	}
+	got := recv(t, waiter, 5*time.Second)
+	if got.l.Fence() <= holder.Fence() {
+		t.Fatalf("waiter's fence %d, holder's %d", got.l.Fence(), holder.Fence())
+	}
+	if err := got.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// With nobody in line a fair TryLock takes the lock, leaving no line.
+	l, err := tc.TryLock(ctx, "queue", distlock.WithFair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, "distlock:{queue}", "distlock:{queue}:line").Val(); n != 0 {
+		t.Fatalf("%d keys of the lock left", n)
+	}
+}
+
 // A fair waiter whose process vanished (its entry is no longer refreshed) is
 // skipped once its entry's deadline passes, so the line never wedges.
 func TestFairDeadWaiterIsSkipped(t *testing.T) {

@@ -7,8 +7,9 @@
 -- ARGV[4] tail    "<#owner>:<owner><meta>"
 -- ARGV[5] since   the caller's clock, unix ms
 -- ARGV[6] mode    "j": join the line if held; "f": fair, join the line
---                 unless first in it
--- ARGV[7] entry   the caller's line entry (modes j and f)
+--                 unless first in it; "n": a fair try, which leaves a
+--                 free lock to the line's head and never joins the line
+-- ARGV[7] entry   the caller's line entry (modes j and f; "" in mode n)
 -- ARGV[8] again   "1" when the caller may be in line already (a re-ask)
 -- ARGV[9] pub     "PUBLISH" or "SPUBLISH", for a handoff in fair mode
 -- ARGV[10] linettl how long the line lives without a re-ask, ms
@@ -23,7 +24,8 @@ local token, ttl, owner, tail, since, mode, entry, again =
 
 local v = redis.call('GET', KEYS[1])
 local head -- the line's first entry, when a fair call looked at it
-if not v and mode == 'f' then
+local fair = mode == 'f' or mode == 'n'
+if not v and fair then
   head = redis.call('LINDEX', KEYS[3], 0)
   if head and head ~= entry then
     -- Free, but others came first (its holder died): the head takes it.
@@ -36,6 +38,9 @@ if v then
   local r, line = held(v, token, owner, ttl)
   if r then
     return r
+  end
+  if mode == 'n' then
+    return {0, redis.call('PTTL', KEYS[1])}
   end
   local pos = again == '1' and redis.call('LPOS', KEYS[3], entry)
   if pos then
@@ -53,7 +58,7 @@ local line = '0'
 if again == '1' then
   redis.call('LREM', KEYS[3], 1, entry)
   line = '1'
-elseif (mode ~= 'f' or head) and redis.call('EXISTS', KEYS[3]) == 1 then
+elseif (not fair or head) and redis.call('EXISTS', KEYS[3]) == 1 then
   -- (a fair call that found the line empty above knows it still is)
   line = '1'
 end
