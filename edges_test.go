@@ -288,8 +288,9 @@ func TestLockAllGivesBackByDeadlineWhenRedisHangs(t *testing.T) {
 	}
 }
 
-// Release under a context without a deadline gives up after 2s, as its doc
-// says, with either go-redis timeout setting. A 30s ReadTimeout keeps
+// Release (of a Lock, and of a MultiLock) under a context without a
+// deadline gives up after 2s, as its doc says, with either go-redis
+// timeout setting. A 30s ReadTimeout keeps
 // go-redis itself waiting far longer.
 func TestReleaseWithoutDeadlineGivesUpWhenRedisHangs(t *testing.T) {
 	const bound = 2 * time.Second // "after 2 s if it has none"
@@ -300,10 +301,20 @@ func TestReleaseWithoutDeadlineGivesUpWhenRedisHangs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			m, err := c.TryLockAll(ctxT(t, 5*time.Second), []string{"m1", "m2", "m3"})
+			if err != nil {
+				t.Fatal(err)
+			}
 			srv.Signal(syscall.SIGSTOP)
 			took, err := timedCall(bound+time.Second, func() error { return l.Release(context.Background()) })
 			if err == nil || took > bound+deadlineSlack {
 				t.Errorf("Release(context.Background()) with Redis frozen: %v after %v, want an error within %v+%v",
+					err, took.Round(time.Millisecond), bound, deadlineSlack)
+			}
+			// The bound is the call's, not each lock's.
+			took, err = timedCall(3*bound, func() error { return m.Release(context.Background()) })
+			if err == nil || took > bound+deadlineSlack {
+				t.Errorf("MultiLock.Release(context.Background()) of 3 locks with Redis frozen: %v after %v, want an error within %v+%v",
 					err, took.Round(time.Millisecond), bound, deadlineSlack)
 			}
 		})

@@ -112,14 +112,23 @@ func (m *MultiLock) giveBack(ctx context.Context) {
 
 // Release releases every lock. It returns nil if all were released, else
 // the errors of those that were not (joined; ErrNotHeld for a lock already
-// lost). A nil ctx releases them as Lock.Release does, and adds
-// ErrNilContext.
+// lost). Like Lock.Release it ends every hold at once and, with Redis
+// hanging, returns by ctx's deadline, or after 2 s if it has none (for all
+// the locks together; the deletes go on in the background). A nil ctx
+// releases them as Lock.Release does, and adds ErrNilContext.
 func (m *MultiLock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return errors.Join(ErrNilContext, m.Release(context.Background()))
 	}
 	if m == nil {
 		return ErrNotHeld
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// One bound for the call: each Lock.Release without a deadline
+		// would take its own 2 s, one lock after another.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
 	}
 	var errs []error
 	for _, l := range m.locks {
