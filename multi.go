@@ -26,8 +26,9 @@ type MultiLock struct {
 
 // LockAll takes the locks keys, waiting for each until ctx ends. Options
 // apply to each lock. On failure no lock is held; the error is that of the
-// lock that failed (as for Client.Lock), and ErrInvalidKey for an empty
-// set or a name given twice.
+// lock that failed (as for Client.Lock), ErrNotObtained wrapping the cause
+// when a lock taken early was lost while a later one was waited for, and
+// ErrInvalidKey for an empty set or a name given twice.
 func (c *Client) LockAll(ctx context.Context, keys []string, opts ...Option) (*MultiLock, error) {
 	return c.lockAll(ctx, keys, opts, c.Lock)
 }
@@ -71,6 +72,14 @@ func (c *Client) lockAll(ctx context.Context, keys []string, opts []Option, take
 			return nil, err
 		}
 		m.locks = append(m.locks, l)
+	}
+	// A lock taken early may have been lost while a later one was waited
+	// for: then the set was never held whole.
+	for _, l := range m.locks {
+		if cause := l.Err(); cause != nil {
+			m.giveBack(ctx)
+			return nil, fmt.Errorf("%w: %q was lost while the others were taken: %w", ErrNotObtained, l.key, cause)
+		}
 	}
 	m.watch()
 	return m, nil

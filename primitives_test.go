@@ -383,6 +383,44 @@ func TestLockAllAllOrNothing(t *testing.T) {
 	}
 }
 
+// LockAll does not return a set one of whose locks was lost while it
+// waited for another: it gives the rest back and fails.
+func TestLockAllFailsWhenAnEarlyLockIsLost(t *testing.T) {
+	rec := &recorder{}
+	c, rdb, _ := setup(t, distlock.WithObserver(rec))
+	other := distlock.New(rdb)
+	t.Cleanup(func() { other.Close() })
+	ctx := ctxT(t, 20*time.Second)
+	b, err := other.Lock(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		m, err := c.LockAll(ctx, []string{"b", "a"}, distlock.WithTTL(900*time.Millisecond))
+		if err == nil {
+			m.Release(ctx)
+		}
+		res <- err
+	}()
+	waitFor(t, 5*time.Second, "LockAll to take a", func() bool { return rdb.Exists(ctx, "distlock:{a}").Val() == 1 })
+	rdb.Del(ctx, "distlock:{a}") // a vanishes: its next renewal finds it gone
+	waitFor(t, 5*time.Second, "the loss of a", func() bool {
+		_, ok := rec.find(distlock.EventHoldEnded, func(e distlock.Event) bool { return e.Key == "a" && errors.Is(e.Err, distlock.ErrLost) })
+		return ok
+	})
+	b.Release(ctx)
+	select {
+	case err := <-res:
+		if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, distlock.ErrLost) || !strings.Contains(err.Error(), `"a"`) {
+			t.Fatalf("LockAll after its lock a was lost: %v, want ErrNotObtained and ErrLost naming a", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("LockAll did not return")
+	}
+	waitFor(t, 5*time.Second, "b to be given back", func() bool { return rdb.Exists(ctx, "distlock:{b}").Val() == 0 })
+}
+
 // helperElect campaigns in DISTLOCK_KEY as DISTLOCK_VALUE; as leader it
 // appends "<term> <value>" entries to the list "log" through a fence
 // guard, so that a stale leader's writes are refused, until killed.
