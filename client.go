@@ -58,6 +58,8 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = ErrNilClient
 	case cfg.ack.replicas > 0 && isCluster(rdb):
 		c.broken = fmt.Errorf("%w: WithReplicaAck needs a standalone or Sentinel client, not a Cluster client", ErrInvalidOption)
+	case isCluster(rdb) && !clusterPrefix(cfg.prefix):
+		c.broken = fmt.Errorf("%w: key prefix %q: on a Cluster a '{' in it must open a non-empty hash tag that closes within the prefix", ErrInvalidOption, cfg.prefix)
 	default:
 		c.broken = cfg.ack.validate()
 	}

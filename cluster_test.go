@@ -488,3 +488,46 @@ func TestClusterNamesWithBraces(t *testing.T) {
 	}
 	waitFor(t, 2*time.Second, "nothing left but fence counters", func() bool { return len(keys()) == 0 })
 }
+
+// A key prefix whose braces would split a lock's keys across slots is
+// refused on a Cluster with ErrInvalidOption, before anything is sent; one
+// with a whole tag (every lock in its slot) or a lone '}' works.
+func TestClusterKeyPrefixes(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := ctxT(t, 30*time.Second)
+	for _, prefix := range []string{"app{", "a{b", "a{}", "a{}b{x}"} {
+		c := distlock.New(cl.Client(t), distlock.WithKeyPrefix(prefix))
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.TryLock(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("prefix %q: TryLock: %v, want ErrInvalidOption", prefix, err)
+		}
+		if _, err := c.NewSemaphore("k", 2); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("prefix %q: NewSemaphore: %v, want ErrInvalidOption", prefix, err)
+		}
+	}
+	for _, prefix := range []string{"app{locks}:", "a}", "x{y}{z}"} {
+		c := distlock.New(cl.Client(t), distlock.WithKeyPrefix(prefix))
+		t.Cleanup(func() { c.Close() })
+		other := distlock.New(cl.Client(t), distlock.WithKeyPrefix(prefix))
+		t.Cleanup(func() { other.Close() })
+		first, err := c.Lock(ctx, "k")
+		if err != nil {
+			t.Fatalf("prefix %q: Lock: %v", prefix, err)
+		}
+		waiter := acquireAsync(ctx, other, "k")
+		waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+			info, err := c.Inspect(ctx, "k")
+			return err == nil && info.Queued == 1
+		})
+		if err := first.Release(ctx); err != nil {
+			t.Fatalf("prefix %q: Release: %v", prefix, err)
+		}
+		got := recv(t, waiter, 5*time.Second)
+		if got.l.Fence() <= first.Fence() {
+			t.Fatalf("prefix %q: fences %d then %d", prefix, first.Fence(), got.l.Fence())
+		}
+		if err := got.l.Release(ctx); err != nil {
+			t.Fatalf("prefix %q: Release after the handoff: %v", prefix, err)
+		}
+	}
+}

@@ -62,6 +62,16 @@ func keySlot(key string) int {
 	return int(crc16(hashTag(key)) % 16384)
 }
 
+// clusterPrefix reports whether prefix keeps every key of a lock in one
+// Cluster slot. Without a '{' the name's braces make the tag; with one, the
+// prefix's own first tag must be whole and non-empty, so that it is the tag
+// of every key (the lock's, its line's, its slot's fence counter's). A
+// prefix like "app{" would make the tag of a lock "{name" and that of its
+// counter "fence:{17": two slots, CROSSSLOT on every acquire.
+func clusterPrefix(prefix string) bool {
+	return !strings.Contains(prefix, "{") || hashTag(prefix) != prefix
+}
+
 // hashTag returns what Redis Cluster hashes for key.
 func hashTag(key string) string {
 	if i := strings.IndexByte(key, '{'); i >= 0 {

@@ -31,7 +31,9 @@ type clientConfig struct {
 }
 
 // WithKeyPrefix replaces DefaultPrefix, to keep applications sharing one Redis
-// apart.
+// apart. On a Cluster a '{' in prefix must open a whole, non-empty hash tag
+// ("app{locks}:", which puts every lock in that tag's slot), or the Client's
+// methods return ErrInvalidOption.
 func WithKeyPrefix(prefix string) ClientOption {
 	return func(c *clientConfig) { c.prefix = prefix }
 }

@@ -42,6 +42,28 @@ func TestSlotTagsCoverEverySlot(t *testing.T) {
 	}
 }
 
+// A Cluster key prefix is usable when every key of every lock under it has
+// the same hash tag, the counter's included.
+func TestClusterPrefix(t *testing.T) {
+	for prefix, ok := range map[string]bool{
+		"distlock:": true, "": true, "a}": true, "app{locks}:": true, "x{y}{z}": true,
+		"app{": false, "a{b": false, "a{}": false, "a{}b{x}": false,
+	} {
+		if got := clusterPrefix(prefix); got != ok {
+			t.Errorf("clusterPrefix(%q) = %v, want %v", prefix, got, ok)
+		}
+		if !ok {
+			continue
+		}
+		for _, name := range []string{"k", "x{", "{}", "a}b"} {
+			lock := prefix + "{" + name + "}"
+			if slot := keySlot(lock); keySlot(slotCounter(prefix)(lock)) != slot || keySlot(lock+lineSuffix) != slot {
+				t.Errorf("prefix %q, name %q: the lock's keys span slots", prefix, name)
+			}
+		}
+	}
+}
+
 func TestKeyNames(t *testing.T) {
 	c := &Client{prefix: "app:", id: "cid", counter: nodeCounter("app:")}
 	n := c.names(mutexKind, "job")
