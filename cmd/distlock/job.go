@@ -55,6 +55,7 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLo
 	defer w.Close() // without the go-ahead the shim exits unrun
 	unignore := "0"
 	sys := &syscall.SysProcAttr{Setpgid: true}
+	killWithParent(sys)
 	if tty != nil {
 		unignore = "1"
 		// In the foreground as under flock(1): COMMAND reads the terminal
