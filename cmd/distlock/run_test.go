@@ -195,6 +195,21 @@ func TestRunExitCodes(t *testing.T) {
 		})
 	}
 
+	t.Run("found through PATH=.", func(t *testing.T) {
+		// As the shell, flock(1) and env(1) do: PATH names the current
+		// directory (".", a relative entry, or an empty one).
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "here"), []byte("#!/bin/sh\necho ran here\nexit 5\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{".:" + os.Getenv("PATH"), ":" + os.Getenv("PATH")} {
+			p := startDL(t, dir, append(env, "PATH="+path), "run", "k", "--", "here")
+			if code := p.wait(t, 10*time.Second); code != 5 || p.stdout.String() != "ran here\n" {
+				t.Fatalf("PATH=%s: exit %d, stdout %q, stderr %q; want the command's 5", path, code, p.stdout.String(), p.stderr.String())
+			}
+		}
+	})
+
 	t.Run("not obtained", func(t *testing.T) {
 		ctx := ctxT(t, 10*time.Second)
 		l, err := c.TryLock(ctx, "busy", distlock.WithMetadata("host=other pid=1"))
