@@ -21,9 +21,11 @@ func front(cfg *runConfig, args []string, log *runLog) int {
 		signal.Ignore(syscall.SIGTTOU)
 	}
 	// Caught from here on: while waiting they end the wait, while COMMAND
-	// runs they are passed on to it. SIGCONT is the shell's fg or bg.
+	// runs they are passed on to it. SIGCONT is the shell's fg or bg. Those
+	// distlock was started with ignored (nohup's SIGHUP) stay ignored, and
+	// COMMAND inherits that (catchable).
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGCONT)
+	signal.Notify(sigs, catchable(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGCONT)...)
 	defer signal.Stop(sigs)
 	// A closed stdout or stderr gives EPIPE instead of killing the runner,
 	// which must outlive COMMAND to report its status.

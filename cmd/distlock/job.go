@@ -38,6 +38,13 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLo
 		return nil, code
 	}
 	path, err := exec.LookPath(cfg.command[0])
+	if errors.Is(err, exec.ErrDot) {
+		// Found through a PATH entry relative to the current directory
+		// ("." or an empty entry): Go refuses that by default, but the
+		// shell, flock(1) and env(1) run it, and so does distlock; the shim
+		// runs it from this directory.
+		err = nil
+	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 		return cannot(err, exitNotFound)
 	}
@@ -55,6 +62,7 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLo
 	defer w.Close() // without the go-ahead the shim exits unrun
 	unignore := "0"
 	sys := &syscall.SysProcAttr{Setpgid: true}
+	killWithParent(sys)
 	if tty != nil {
 		unignore = "1"
 		// In the foreground as under flock(1): COMMAND reads the terminal

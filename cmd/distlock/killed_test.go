@@ -133,6 +133,35 @@ while :; do sleep 0.02; done`
 	}
 }
 
+// TestKilledRunnerAndKeeper: when both distlock processes die at once
+// (`pkill -9 distlock` names both), neither can stop COMMAND for the other;
+// the kernel kills it (the group's leader, COMMAND itself) as its parent,
+// the runner, dies, instead of leaving it to run on while the lease runs
+// out.
+func TestKilledRunnerAndKeeper(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	script := `echo $$ > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "--ttl", "2s", "both", "--", "sh", "-c", script)
+	pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "started"), 10*time.Second)))
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	// The runner is stopped first, so that it cannot react to the keeper's
+	// death before its own: both are gone at once.
+	for _, kill := range []struct {
+		pid int
+		sig syscall.Signal
+	}{{p.cmd.Process.Pid, syscall.SIGSTOP}, {keeper, syscall.SIGKILL}, {p.cmd.Process.Pid, syscall.SIGKILL}} {
+		if err := syscall.Kill(kill.pid, kill.sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killed := time.Now()
+	waitDead(t, pid, 5*time.Second, killed)
+	t.Logf("COMMAND gone %v after both distlock processes were killed", time.Since(killed).Round(time.Millisecond))
+}
+
 // childWithArg returns the child process of parent whose command line has
 // the argument arg.
 func childWithArg(t *testing.T, parent int, arg string) int {

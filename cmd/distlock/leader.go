@@ -120,7 +120,7 @@ func cmdLeader(args []string, stdout, stderr io.Writer) int {
 // watchLeader prints every change of e's leader until a signal or a closed
 // stdout ends it (exit 0).
 func watchLeader(cfg *leaderConfig, e *distlock.Election, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), catchable(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)...)
 	defer stop()
 	// A closed stdout (`| head`) gives EPIPE, which ends the watch quietly.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)

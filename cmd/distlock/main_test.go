@@ -106,7 +106,14 @@ type proc struct {
 // startDL runs the binary in dir with env added to the environment.
 func startDL(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
+	return startProc(t, dir, env, binary(t), args...)
+}
+
+// startProc is startDL for another program, such as a shell that sets
+// distlock's signal dispositions up and execs it.
+func startProc(t *testing.T, dir string, env []string, path string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(path, args...), done: make(chan struct{})}
 	p.cmd.Dir = dir
 	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr

@@ -46,3 +46,13 @@ func groupRunning(pgid int) bool {
 	}
 	return false
 }
+
+// killWithParent has the kernel SIGKILL COMMAND (the shim, which becomes
+// COMMAND by exec: the setting survives it) when the runner dies. The
+// keeper kills COMMAND's whole group when the runner dies, but when both
+// die at once (`pkill -9 distlock`, which names both, or a kill -9 of
+// each) nothing else would, and COMMAND would run on while its lease runs
+// out. The signal comes when the thread that started COMMAND exits; the
+// runner locks no goroutine to a thread, so its threads live as long as it
+// does.
+func killWithParent(sys *syscall.SysProcAttr) { sys.Pdeathsig = syscall.SIGKILL }

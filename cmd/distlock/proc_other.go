@@ -10,3 +10,7 @@ func setProcessName(string) {}
 // groupRunning tells whether process group pgid has members left; zombies
 // count until reaped.
 func groupRunning(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
+
+// killWithParent does nothing where there is no parent-death signal: only
+// the keeper kills COMMAND when the runner dies.
+func killWithParent(*syscall.SysProcAttr) {}

@@ -47,7 +47,9 @@ except for the --grace you allow it after a loss.
 On a terminal COMMAND runs in the foreground, as under flock(1): it reads
 the terminal, and Ctrl-C and Ctrl-Z reach it; a job suspended with Ctrl-Z
 keeps its lock and resumes with fg. SIGINT, SIGTERM, SIGHUP and SIGQUIT
-sent to distlock itself (kill, a service manager) are passed on to COMMAND.
+sent to distlock itself (kill, a service manager) are passed on to COMMAND;
+SIGHUP and SIGINT that distlock was started with ignored (nohup) stay
+ignored, by COMMAND too.
 The lock is released after COMMAND has exited, and with it every process it
 left running in its process group (a script's background jobs), as those
 would keep a flock(1) lock they inherit.

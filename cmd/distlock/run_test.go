@@ -195,6 +195,21 @@ func TestRunExitCodes(t *testing.T) {
 		})
 	}
 
+	t.Run("found through PATH=.", func(t *testing.T) {
+		// As the shell, flock(1) and env(1) do: PATH names the current
+		// directory (".", a relative entry, or an empty one).
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "here"), []byte("#!/bin/sh\necho ran here\nexit 5\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{".:" + os.Getenv("PATH"), ":" + os.Getenv("PATH")} {
+			p := startDL(t, dir, append(env, "PATH="+path), "run", "k", "--", "here")
+			if code := p.wait(t, 10*time.Second); code != 5 || p.stdout.String() != "ran here\n" {
+				t.Fatalf("PATH=%s: exit %d, stdout %q, stderr %q; want the command's 5", path, code, p.stdout.String(), p.stderr.String())
+			}
+		}
+	})
+
 	t.Run("not obtained", func(t *testing.T) {
 		ctx := ctxT(t, 10*time.Second)
 		l, err := c.TryLock(ctx, "busy", distlock.WithMetadata("host=other pid=1"))
@@ -318,6 +333,52 @@ while :; do sleep 0.02; done`
 			t.Fatal("command ran without the lock")
 		}
 	})
+}
+
+// TestIgnoredSignalsStayIgnored: signals that distlock is started with
+// ignored stay ignored, as under flock(1): COMMAND inherits that, and
+// distlock does not pass them on. `nohup distlock run ... &` ignores SIGHUP,
+// and a script's background job SIGINT; a terminal's hangup (SIGHUP from the
+// shell to distlock, from the kernel to the foreground job) must not stop
+// such a run.
+func TestIgnoredSignalsStayIgnored(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	script := `grep '^SigIgn:' /proc/self/status > sigign; echo $$ > started
+while [ ! -f go ]; do sleep 0.02; done; exit 4`
+	p := startProc(t, dir, append(env, "BIN="+binary(t)), "sh", "-c", `trap '' HUP INT; exec "$BIN" "$@"`,
+		"sh", "run", "nohup", "--", "sh", "-c", script)
+	pgid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "started"), 10*time.Second)))
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+
+	_, hex, _ := strings.Cut(strings.TrimSpace(readFile(t, filepath.Join(dir, "sigign"))), "\t")
+	mask, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		t.Fatalf("SigIgn %q: %v", hex, err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		if mask&(1<<(sig-1)) == 0 {
+			t.Errorf("COMMAND does not ignore %v, which distlock was started with ignored (SigIgn %s)", sig, hex)
+		}
+	}
+	// A hangup and a Ctrl-C meant for the script: to distlock and to
+	// COMMAND's process group. A signal whose action is to terminate has
+	// done so by the time kill returns, so COMMAND would be dying by now.
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		signalProc(t, p, sig)
+		if err := syscall.Kill(-pgid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), "nohup"); err != nil || !info.Held() {
+		t.Errorf("lock not held after the ignored signals: %+v %v", info, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 10*time.Second); code != 4 {
+		t.Fatalf("exit %d, want the command's 4; stderr %q", code, p.stderr.String())
+	}
 }
 
 func TestHelp(t *testing.T) {

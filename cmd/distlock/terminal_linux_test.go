@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/distlock/distlock"
 )
@@ -209,6 +210,85 @@ func TestTerminalJob(t *testing.T) {
 		sh.typ(t, "jobs\n")
 		sh.expect(t, "Exit 79", 10*time.Second)
 	})
+}
+
+// TestTerminalHangup: when the terminal goes away (a closed window, a
+// dropped ssh connection) while the job runs, the hangup reaches COMMAND,
+// and the lock is released, not left to run out its --ttl, by a keeper
+// that then exits.
+func TestTerminalHangup(t *testing.T) {
+	env, c, _ := server(t)
+	sh := startShell(t, env)
+	sh.typ(t, `"$DL" run --ttl 1m tty-hup -- sh -c 'echo $$ > cmd.pid; trap "exit 9" HUP; while :; do sleep 0.02; done'`+"\n")
+	waitHeld(t, c, "tty-hup")
+	pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(sh.dir, "cmd.pid"), 10*time.Second)))
+	hangup(t, sh.master)
+	waitDead(t, pid, 10*time.Second, time.Now())
+	ctx := ctxT(t, 20*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // polling another process's progress
+		info, err := c.Inspect(ctx, "tty-hup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Held() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lock still held 10s after the hangup (--ttl 1m): %+v", info)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(processesWith(keeperCmd, "tty-hup")) > 0; time.Sleep(5 * time.Millisecond) { // polling other processes' state
+		if time.Now().After(deadline) {
+			t.Fatalf("keeper still running 10s after the hangup: %v", processesWith(keeperCmd, "tty-hup"))
+		}
+	}
+}
+
+// hangup hangs the terminal whose master end is master up, as a closed
+// terminal window does. (Closing master here would not do: the test's
+// blocking read of it keeps it open.) It needs CAP_SYS_ADMIN.
+func hangup(t *testing.T, master *os.File) {
+	t.Helper()
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatal(e)
+	}
+	slave, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	const tiocvhangup = 0x5437 // not in package syscall
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, slave.Fd(), tiocvhangup, 0); e != 0 {
+		if e == syscall.EPERM {
+			t.Skip("hanging a terminal up needs CAP_SYS_ADMIN")
+		}
+		t.Fatal(e)
+	}
+}
+
+// processesWith returns the processes whose command line has all of args.
+func processesWith(args ...string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || processDead(pid) {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		all := true
+		for _, a := range args {
+			all = all && strings.Contains("\x00"+string(b), "\x00"+a+"\x00")
+		}
+		if all {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // killSession kills every process of session sid.

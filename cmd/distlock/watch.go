@@ -23,7 +23,7 @@ const refreshTimeout = 10 * time.Second
 // watchStatus is `distlock status --watch`: it refreshes the view every
 // cfg.interval until a signal or a closed stdout ends it (exit 0).
 func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), catchable(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)...)
 	defer stop()
 	// A closed stdout (`| head`) gives EPIPE, which ends the watch quietly,
 	// instead of killing distlock with SIGPIPE.

@@ -112,6 +112,35 @@ func TestStatusWatchJSON(t *testing.T) {
 	}
 }
 
+// TestStatusWatchIgnoredHangup: `nohup distlock status --watch ... &`
+// (SIGHUP ignored) goes on through a hangup; SIGTERM still ends it.
+func TestStatusWatchIgnoredHangup(t *testing.T) {
+	env, _, _ := server(t)
+	p := startProc(t, t.TempDir(), append(env, "BIN="+binary(t)), "sh", "-c", `trap '' HUP; exec "$BIN" "$@"`,
+		"sh", "status", "--watch", "--json", "--interval", "100ms")
+	seen := 0
+	nextSnapshot(t, p, &seen, 10*time.Second)
+	signalProc(t, p, syscall.SIGHUP)
+	// A watch that took the hangup would end at its next refresh, before
+	// five more.
+	lines := strings.Count(p.stdout.String(), "\n")
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(p.stdout.String(), "\n") < lines+5; {
+		select {
+		case <-p.done:
+			t.Fatalf("the watch ended after SIGHUP, which it was started with ignored: exit %d", p.cmd.ProcessState.ExitCode())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no five refreshes within 10s after SIGHUP; stderr %s", p.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process's output
+	}
+	signalProc(t, p, syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0; stderr %s", code, p.stderr.String())
+	}
+}
+
 // TestStatusWatchBlocks: off a terminal, a table per refresh under its time,
 // each followed by a blank line; SIGTERM ends it with status 0.
 func TestStatusWatchBlocks(t *testing.T) {
