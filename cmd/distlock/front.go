@@ -81,6 +81,7 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 		exited     *jobEvent // COMMAND's end, while what it left in its group runs on
 		left       groupWatch
 		leftTick   <-chan time.Time
+		warnLeft   bool // say at the next poll that COMMAND left processes running
 	)
 	end := func(ev jobEvent) int {
 		if keeperGone {
@@ -147,15 +148,20 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				t := time.NewTicker(leftPoll)
 				defer t.Stop()
 				leftTick = t.C
-				if !lost {
-					log.warn(evLeftRunning, fmt.Sprintf("%s exited but left processes running in its process group; %s is held until they exit",
-						cfg.command[0], cfg.subject()), aCommand(cfg.command[0]), aPgid(j.pid))
-				}
+				warnLeft = !lost
 			}
 		case <-leftTick:
 			if !left.running() {
 				return end(*exited)
 			}
+			// Said at the first poll, not when COMMAND exits: after a loss
+			// the keeper's "lost", written before it signalled COMMAND, may
+			// not have been read yet, and the lock is then not held.
+			if warnLeft && !lost {
+				log.warn(evLeftRunning, fmt.Sprintf("%s exited but left processes running in its process group; %s is held until they exit",
+					cfg.command[0], cfg.subject()), aCommand(cfg.command[0]), aPgid(j.pid))
+			}
+			warnLeft = false
 		}
 	}
 }

@@ -156,6 +156,33 @@ while :; do sleep 0.02; done`
 	}
 }
 
+// TestLossWithBackgroundJobIsNotCalledHeld: after a loss, a command that
+// exits on SIGTERM while its background job ignores it is not reported as
+// leaving processes "held" under the lock. The keeper writes "lost" before
+// it signals the group, so the runner has the word when COMMAND exits;
+// several runs, since which of the two it saw first was a coin toss.
+func TestLossWithBackgroundJobIsNotCalledHeld(t *testing.T) {
+	env, _, _ := server(t)
+	script := `(trap '' TERM; while :; do sleep 0.02; done) &
+echo started > started
+while :; do sleep 0.02; done`
+	for i := range 6 {
+		dir := t.TempDir()
+		key := fmt.Sprintf("bgloss%d", i)
+		p := startDL(t, dir, env, "run", "--ttl", "600ms", "--grace", "300ms", key, "--", "sh", "-c", script)
+		waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+		if code, _, stderr := dl(t, env, "release", "--force", "--yes", key); code != 0 {
+			t.Fatalf("release: %d %s", code, stderr)
+		}
+		if code := p.wait(t, 10*time.Second); code != exitLost {
+			t.Fatalf("exit %d, want %d; stderr: %s", code, exitLost, p.stderr.String())
+		}
+		if strings.Contains(p.stderr.String(), "left processes running") {
+			t.Fatalf("run %d: a lost lock reported as held for the background job: %q", i, p.stderr.String())
+		}
+	}
+}
+
 func TestRunExitCodes(t *testing.T) {
 	env, c, _ := server(t)
 	notExec := filepath.Join(t.TempDir(), "not-executable")
