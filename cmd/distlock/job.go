@@ -34,7 +34,7 @@ func (e jobEvent) ended() bool { return e.err != nil || e.ws.Exited() || e.ws.Si
 func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLog) (*job, int) {
 	cannot := func(err error, code int) (*job, int) {
 		k.finish()
-		log.error(evCannotRun, fmt.Sprintf("cannot run %s: %v", cfg.command[0], err), aCommand(cfg.command[0]), aError(err))
+		log.error(evCannotRun, fmt.Sprintf("cannot run %q: %v", cfg.command[0], err), aCommand(cfg.command[0]), aError(err))
 		return nil, code
 	}
 	path, err := exec.LookPath(cfg.command[0])

@@ -201,7 +201,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"child code", []string{"run", "k", "--", "sh", "-c", "exit 42"}, env, 42, ""},
 		{"no double dash", []string{"run", "k", "sh", "-c", "exit 3"}, env, 3, ""},
 		{"killed by signal", []string{"run", "k", "--", "sh", "-c", "kill -KILL $$"}, env, 128 + 9, ""},
-		{"not found", []string{"run", "k", "--", "no-such-command-xyz"}, env, exitNotFound, "cannot run no-such-command-xyz"},
+		{"not found", []string{"run", "k", "--", "no-such-command-xyz"}, env, exitNotFound, `cannot run "no-such-command-xyz"`},
 		{"not executable", []string{"run", "k", "--", notExec}, env, exitCannotRun, "permission denied"},
 		{"missing command", []string{"run", "k"}, env, exitUsage, "missing COMMAND"},
 		{"missing key", []string{"run"}, env, exitUsage, "missing KEY"},

@@ -34,7 +34,7 @@ func runExec(args []string) int {
 		signal.Notify(make(chan os.Signal, 1), syscall.SIGTTOU)
 	}
 	err := syscall.Exec(path, argv, os.Environ())
-	newRunLog(format, name, key, os.Stderr).error(evCannotRun, fmt.Sprintf("cannot run %s: %v", argv[0], err), aCommand(argv[0]), aError(err))
+	newRunLog(format, name, key, os.Stderr).error(evCannotRun, fmt.Sprintf("cannot run %q: %v", argv[0], err), aCommand(argv[0]), aError(err))
 	if errors.Is(err, syscall.ENOENT) {
 		return exitNotFound
 	}

@@ -275,7 +275,7 @@ func writeStatusTable(w io.Writer, infos []distlock.LockInfo, pattern string, fr
 	if len(infos) == 0 {
 		switch {
 		case free != nil:
-			fmt.Fprintf(w, "%s is free", free.Key)
+			fmt.Fprintf(w, "%s is free", printable(free.Key))
 			if n := free.Queued + free.Listening; n > 0 {
 				fmt.Fprintf(w, " (%d waiting)", n)
 			}

@@ -136,6 +136,10 @@ func TestStatusTable(t *testing.T) {
 	if code, out, _ = dl(t, env, "status", "job:z"); code != exitNone || out != "job:z is free\n" {
 		t.Fatalf("free key: exit %d %q", code, out)
 	}
+	// A control character in the name cannot rewrite the terminal.
+	if code, out, _ = dl(t, env, "status", "job:\x1bz\x07"); code != exitNone || out != "job:?z? is free\n" {
+		t.Fatalf("free key with an escape: exit %d %q", code, out)
+	}
 	// A PATTERN matches whole names: "x{job:c" only ends with a match.
 	if _, err := c.TryLock(ctx, "x{job:c"); err != nil {
 		t.Fatal(err)
