@@ -82,7 +82,11 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 		left       groupWatch
 		leftTick   <-chan time.Time
 		warnLeft   bool // say at the next poll that COMMAND left processes running
+		hb         = newHeartbeat(cfg.ttl, time.Now())
+		beat       = time.NewTimer(time.Until(hb.due))
+		beatC      = beat.C
 	)
+	defer beat.Stop()
 	end := func(ev jobEvent) int {
 		if keeperGone {
 			j.signal(syscall.SIGKILL) // nothing may go on working without the lock
@@ -110,8 +114,13 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 			switch {
 			case ok && line == "lost":
 				lost = true
+			case ok && line == "pong":
+				hb.answered(time.Now())
+				if beatC != nil {
+					beat.Reset(time.Until(hb.due))
+				}
 			case !ok:
-				lines, keeperGone = nil, true
+				lines, keeperGone, beatC = nil, true, nil
 				if lost {
 					break // the keeper has already begun stopping COMMAND
 				}
@@ -124,6 +133,21 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				defer t.Stop()
 				killAt = t.C
 			}
+		case <-beatC:
+			if hb.fired(time.Now()) {
+				// Stopped or hung: it renews nothing. Killed, it closes its
+				// pipe, and COMMAND is stopped as when a keeper dies.
+				beatC = nil
+				log.error(evKeeperStalled, fmt.Sprintf("the lock keeper of %s has not answered for %v; killing it", cfg.quoted(), hb.silence()),
+					aSilence(hb.silence()))
+				_ = k.cmd.Process.Kill()
+				break
+			}
+			if k.send("ping") != nil {
+				beatC = nil // the keeper is gone; its pipe's EOF follows
+				break
+			}
+			beat.Reset(time.Until(hb.due))
 		case <-killAt:
 			killAt = nil
 			log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),

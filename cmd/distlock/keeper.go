@@ -122,6 +122,8 @@ func keep(cfg *runConfig, h *held, lines <-chan string, runner int, log *runLog)
 					giveBackRest(h)
 				}
 				return exitOK
+			case verb == "ping":
+				reply("pong")
 			case verb == "pid":
 				pgid, _ = strconv.Atoi(arg)
 				if lostErr != nil && pgid > 0 {

@@ -261,3 +261,79 @@ echo "$$ $!" > pids; exit 3`
 		})
 	}
 }
+
+// TestStoppedKeeper: a keeper that is stopped (SIGSTOP, a debugger) or hung
+// renews nothing but keeps its pipe open. The runner notices that it does
+// not answer, kills it and stops COMMAND, before the lease the keeper last
+// renewed runs out, so that COMMAND never runs on unlocked.
+func TestStoppedKeeper(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	const ttl = 6 * time.Second
+	script := `trap 'echo term > marker; exit 0' TERM
+echo x > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "stopped", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGKILL) })
+	stopped := time.Now()
+	if err := syscall.Kill(keeper, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(dir, "marker"), ttl)
+	stopping := time.Since(stopped)
+	// COMMAND was told to stop while the lease the stopped keeper last
+	// renewed still covered it: the lock is still held in Redis.
+	info, err := c.Inspect(ctxT(t, 5*time.Second), "stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held() {
+		t.Fatalf("COMMAND was stopped %v after the keeper, once the lease had run out", stopping)
+	}
+	t.Logf("COMMAND stopped %v after the keeper, %v before the lease ran out", stopping.Round(time.Millisecond), info.TTL)
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+	if !processDead(keeper) {
+		t.Errorf("the stalled keeper was left alive (state %s)", processState(keeper))
+	}
+	if !strings.Contains(p.stderr.String(), `lock keeper of "stopped" has not answered`) {
+		t.Fatalf("stderr does not explain: %q", p.stderr.String())
+	}
+}
+
+// TestStoppedJobKeepsKeeper: while the whole job, runner included, is
+// stopped (Ctrl-Z), no ping is answered in time; on resuming, the runner
+// must not take that for a stalled keeper. The job is stopped for longer
+// than the heartbeat's give-up time, then continued, and finishes normally.
+func TestStoppedJobKeepsKeeper(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	const ttl = 600 * time.Millisecond
+	script := `echo x > started
+while [ ! -e go ]; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "suspended", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	runner := p.cmd.Process.Pid
+	for range 3 {
+		signalProc(t, p, syscall.SIGSTOP)
+		// The runner is stopped: nothing to wait on but time, five
+		// heartbeat windows of it.
+		time.Sleep(5 * heartbeatMin)
+		if err := syscall.Kill(runner, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(heartbeatMin / 2) // a moment between stops
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d, want 0; stderr %s", code, p.stderr.String())
+	}
+	if strings.Contains(p.stderr.String(), "has not answered") {
+		t.Fatalf("a stopped runner was taken for a stalled keeper: %q", p.stderr.String())
+	}
+}

@@ -25,6 +25,9 @@ import (
 //	                                       sent before COMMAND may run
 //	keeper → runner  "lost"                the lock is lost; the keeper is
 //	                                       stopping COMMAND (SIGTERM, SIGKILL)
+//	runner → keeper  "ping"                are you there? (while COMMAND runs,
+//	                                       heartbeat.go)
+//	keeper → runner  "pong"                yes
 //	runner → keeper  "done"                COMMAND has exited: release
 //	keeper → runner  "released", "notheld" or "lost", the answer to done;
 //	                                       then the keeper exits

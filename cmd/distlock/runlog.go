@@ -53,20 +53,21 @@ func newRunLog(format logFormat, name, key string, w io.Writer) *runLog {
 
 // Events, the "event" attribute of a JSON message.
 const (
-	evWaiting     = "waiting"      // -v: the lock is held by another; waiting
-	evAcquired    = "acquired"     // -v: the lock is taken
-	evNotObtained = "not_obtained" // not taken within --wait; COMMAND not run
-	evInterrupted = "interrupted"  // a signal ended the wait; COMMAND not run
-	evCannotRun   = "cannot_run"   // COMMAND could not be started
-	evLost        = "lost"         // the lock was lost while COMMAND ran
-	evKill        = "sigkill"      // COMMAND outlived --grace after SIGTERM
-	evRunnerDied  = "runner_died"  // the keeper's runner died; COMMAND killed
-	evKeeperDied  = "keeper_died"  // the runner's keeper died
-	evLeftRunning = "left_running" // COMMAND exited, processes of its group run on
-	evReleased    = "released"     // -v: the lock is released
-	evReleaseFail = "release_failed"
-	evUsage       = "usage" // bad command line (exit 64)
-	evError       = "error" // Redis or system error (exit 69)
+	evWaiting       = "waiting"        // -v: the lock is held by another; waiting
+	evAcquired      = "acquired"       // -v: the lock is taken
+	evNotObtained   = "not_obtained"   // not taken within --wait; COMMAND not run
+	evInterrupted   = "interrupted"    // a signal ended the wait; COMMAND not run
+	evCannotRun     = "cannot_run"     // COMMAND could not be started
+	evLost          = "lost"           // the lock was lost while COMMAND ran
+	evKill          = "sigkill"        // COMMAND outlived --grace after SIGTERM
+	evRunnerDied    = "runner_died"    // the keeper's runner died; COMMAND killed
+	evKeeperDied    = "keeper_died"    // the runner's keeper died
+	evKeeperStalled = "keeper_stalled" // the keeper stopped answering; killed
+	evLeftRunning   = "left_running"   // COMMAND exited, processes of its group run on
+	evReleased      = "released"       // -v: the lock is released
+	evReleaseFail   = "release_failed"
+	evUsage         = "usage" // bad command line (exit 64)
+	evError         = "error" // Redis or system error (exit 69)
 )
 
 // say writes one message: msg in text mode, msg with event, key and attrs
@@ -152,17 +153,18 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 
 // Attributes, so that the same thing has the same name in every message.
 // Durations are in nanoseconds, as log/slog writes them (the library's too).
-func aFence(f int64) slog.Attr          { return slog.Int64("fence", f) }
-func aCommand(c string) slog.Attr       { return slog.String("command", c) }
-func aGrace(d time.Duration) slog.Attr  { return slog.Duration("grace", d) }
-func aCause(err error) slog.Attr        { return slog.String("cause", errString(err)) }
-func aError(err error) slog.Attr        { return slog.String("error", errString(err)) }
-func aWaited(d time.Duration) slog.Attr { return slog.Duration("waited", d) }
-func aWait(d time.Duration) slog.Attr   { return slog.Duration("wait", d) }
-func aTTL(d time.Duration) slog.Attr    { return slog.Duration("ttl", d) }
-func aSignal(s fmt.Stringer) slog.Attr  { return slog.String("signal", s.String()) }
-func aState(state string) slog.Attr     { return slog.String("state", state) }
-func aPgid(pgid int) slog.Attr          { return slog.Int("pgid", pgid) }
+func aFence(f int64) slog.Attr           { return slog.Int64("fence", f) }
+func aCommand(c string) slog.Attr        { return slog.String("command", c) }
+func aGrace(d time.Duration) slog.Attr   { return slog.Duration("grace", d) }
+func aCause(err error) slog.Attr         { return slog.String("cause", errString(err)) }
+func aError(err error) slog.Attr         { return slog.String("error", errString(err)) }
+func aWaited(d time.Duration) slog.Attr  { return slog.Duration("waited", d) }
+func aWait(d time.Duration) slog.Attr    { return slog.Duration("wait", d) }
+func aTTL(d time.Duration) slog.Attr     { return slog.Duration("ttl", d) }
+func aSignal(s fmt.Stringer) slog.Attr   { return slog.String("signal", s.String()) }
+func aState(state string) slog.Attr      { return slog.String("state", state) }
+func aSilence(d time.Duration) slog.Attr { return slog.Duration("silence", d) }
+func aPgid(pgid int) slog.Attr           { return slog.Int("pgid", pgid) }
 
 func errString(err error) string {
 	if err == nil {
