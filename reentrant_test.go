@@ -168,3 +168,53 @@ func helperReentrant(c *distlock.Client) error {
 	fmt.Printf("release=%s\n", errName(l.Release(ctx)))
 	return nil
 }
+
+// The holds of a reentrant lock share one lease, and each hold's loss
+// signal counts on the lease its own renewals set. A hold with a shorter
+// TTL must not cut that lease short: its renewals used to set the key's
+// expiry to its own TTL, so once it was released the key ran out long
+// before the longer hold renewed, and a stranger took the lock while the
+// longer hold, renewed and never told, still held it.
+func TestReentrantShortHoldKeepsLongHoldsLease(t *testing.T) {
+	rec := &recorder{}
+	c, _, srv := setup(t, distlock.WithObserver(rec))
+	ctx := ctxT(t, 20*time.Second)
+	const long, short = 6 * time.Second, 300 * time.Millisecond
+	a, err := c.TryLock(ctx, "shared-lease", distlock.WithOwner("job"), distlock.WithTTL(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx)
+	b, err := c.TryLock(ctx, "shared-lease", distlock.WithOwner("job"), distlock.WithTTL(short))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b is renewed at short/3; a is not due before long/3.
+	waitFor(t, long/3, "the short hold's first renewal", func() bool {
+		_, ok := rec.find(distlock.EventRenewal, func(e distlock.Event) bool { return e.Failed == 0 })
+		return ok
+	})
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+
+	// Well past the short hold's lease, well before a's renewal is due.
+	other := distlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	sctx, cancel := context.WithTimeout(ctx, 3*short)
+	defer cancel()
+	if s, err := other.Lock(sctx, "shared-lease"); err == nil {
+		s.Release(ctx)
+		t.Fatalf("a stranger took the lock %v after the short hold's release, while the long hold (ttl %v) held it (its Err then: %v)",
+			time.Since(released).Round(time.Millisecond), long, a.Err())
+	} else if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stranger's Lock: %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+	if a.Err() != nil {
+		t.Fatalf("the long hold lost its lock: %v", a.Err())
+	}
+	if left, err := a.TTL(ctx); err != nil || left <= short {
+		t.Fatalf("the long hold's lease left: %v, %v; want more than the short hold's %v", left, err, short)
+	}
+}
