@@ -218,3 +218,49 @@ func TestReentrantShortHoldKeepsLongHoldsLease(t *testing.T) {
 		t.Fatalf("the long hold's lease left: %v, %v; want more than the short hold's %v", left, err, short)
 	}
 }
+
+// Release and Extend go by token, not by owner: a hold whose lease ran out
+// cannot release or extend a later grant made to the same owner id.
+func TestStaleHoldCannotReleaseLaterGrantOfSameOwner(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	stale, err := c.TryLock(ctx, "retried", distlock.WithOwner("job"), distlock.WithTTL(100*time.Millisecond), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stale.Lost():
+	case <-time.After(time.Second):
+		t.Fatal("a fixed 100ms lease was not declared lost within 1s")
+	}
+	if !errors.Is(stale.Err(), distlock.ErrExpired) {
+		t.Fatalf("fixed lease's cause: %v, want ErrExpired", stale.Err())
+	}
+	// Lost fires a drift margin before the server lets the key go; a
+	// reentry before then would join the stale grant, not make a new one.
+	waitFor(t, time.Second, "the stale lease to run out in Redis", func() bool {
+		return rdb.Exists(ctx, "distlock:{retried}").Val() == 0
+	})
+	later, err := c.TryLock(ctx, "retried", distlock.WithOwner("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if later.Fence() <= stale.Fence() {
+		t.Fatalf("later grant's fence %d not above the stale one's %d", later.Fence(), stale.Fence())
+	}
+	if err := stale.Extend(ctx, time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("stale Extend: %v, want ErrNotHeld", err)
+	}
+	if err := stale.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("stale Release: %v, want ErrNotHeld", err)
+	}
+	if n := holdCount(t, rdb, "retried"); n != 1 || later.Err() != nil {
+		t.Fatalf("after the stale calls: %d holds, later hold's Err %v; want 1 held", n, later.Err())
+	}
+	if d, err := later.TTL(ctx); err != nil || d < distlock.DefaultTTL/2 {
+		t.Fatalf("later grant's lease after the stale Extend: %v, %v", d, err)
+	}
+	if err := later.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
