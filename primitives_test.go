@@ -724,3 +724,42 @@ func TestElectionLossBeforeLeaseEndsAndResignHandsOver(t *testing.T) {
 		t.Fatalf("cause %v, Err %v; want ErrUnreachable, matching ErrLost", context.Cause(work), lead.Err())
 	}
 }
+
+// A MultiLock's one Context ends when any member is lost, with that
+// member's cause; Release then frees the others and reports the lost one.
+func TestMultiLockContextEndsWithAnyMember(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	const ttl = 600 * time.Millisecond
+	m, err := c.TryLockAll(ctx, []string{"acct:1", "acct:2"}, distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := m.Context(ctx)
+	defer stop()
+	if _, err := c.ForceRelease(ctx, "acct:2", 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-work.Done():
+	case <-time.After(2 * ttl):
+		t.Fatal("the set's context was not cancelled within 2×ttl of a member's loss")
+	}
+	if !errors.Is(context.Cause(work), distlock.ErrExpired) {
+		t.Fatalf("set's context cause %v, want the member's ErrExpired", context.Cause(work))
+	}
+	select {
+	case <-m.Lost():
+	case <-time.After(time.Second):
+		t.Fatal("the set's Lost was not closed")
+	}
+	if !errors.Is(m.Err(), distlock.ErrLost) || !strings.Contains(m.Err().Error(), `"acct:2"`) {
+		t.Fatalf("set's Err %v, want ErrLost naming acct:2", m.Err())
+	}
+	if err := m.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) || strings.Contains(err.Error(), `"acct:1"`) {
+		t.Fatalf("Release after the loss: %v, want ErrNotHeld for acct:2 alone", err)
+	}
+	if rdb.Exists(ctx, "distlock:{acct:1}").Val() != 0 {
+		t.Fatal("the member still held was not freed by Release")
+	}
+}
