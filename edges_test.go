@@ -758,3 +758,36 @@ func TestLockRacingCloseLeavesNothing(t *testing.T) {
 	}
 	goleak.VerifyNone(t, ignore)
 }
+
+// A lock handed over to a waiter that does not renew it, with a TTL above
+// the handoff's 2s first lease, is extended to its TTL before Lock
+// returns: nothing would extend it later.
+func TestHandedOverLongFixedLeaseIsExtendedToItsTTL(t *testing.T) {
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	defer other.Close()
+	ctx := ctxT(t, 10*time.Second)
+	holder, err := c.TryLock(ctx, "fixed-long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 5 * time.Second
+	got := acquireAsync(ctx, other, "fixed-long", distlock.WithTTL(ttl), distlock.WithoutRenewal())
+	waitFor(t, 2*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{fixed-long}:line").Val() == 1
+	})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 2*time.Second)
+	// Read at once: the handoff alone would leave at most 2s.
+	if left := rdb.PTTL(ctx, "distlock:{fixed-long}").Val(); left <= 2*time.Second+500*time.Millisecond {
+		t.Fatalf("lease left in Redis just after the handoff: %v, want close to the %v TTL", left, ttl)
+	}
+	if r.l.Err() != nil {
+		t.Fatalf("lost at once: %v", r.l.Err())
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -529,5 +530,153 @@ func scriptsAfterFlush(t *testing.T, c *distlock.Client, rdb *redis.Client) {
 	}
 	if n := rdb.DBSize(ctx).Val(); n != 1 { // the fence counter
 		t.Fatalf("%d keys left, want only the fence counter", n)
+	}
+}
+
+// A renewal that finds another grant in the lock's place ends the hold with
+// ErrTaken (matching ErrLost), on Lost, Err and the hold's contexts, and
+// the stale hold's Release leaves the new grant alone.
+func TestRenewalFindingAnotherGrantReportsTaken(t *testing.T) {
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	t.Cleanup(func() { other.Close() })
+	ctx := ctxT(t, 10*time.Second)
+	const ttl = 900 * time.Millisecond
+	a, err := c.TryLock(ctx, "stolen", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := a.Context(ctx)
+	defer stop()
+	// An operator frees it and another takes it, both before a's first
+	// renewal (ttl/3 after its grant).
+	if _, err := other.ForceRelease(ctx, "stolen", 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := other.TryLock(ctx, "stolen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Lost():
+	case <-time.After(2 * ttl):
+		t.Fatal("the holder was not told within 2×ttl that its lock was taken")
+	}
+	if !errors.Is(a.Err(), distlock.ErrTaken) || !errors.Is(a.Err(), distlock.ErrLost) {
+		t.Fatalf("cause %v, want ErrTaken matching ErrLost", a.Err())
+	}
+	if work.Err() == nil || !errors.Is(context.Cause(work), distlock.ErrTaken) {
+		t.Fatalf("hold's context: err %v, cause %v; want cancelled with ErrTaken", work.Err(), context.Cause(work))
+	}
+	if err := a.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("stale Release: %v, want ErrNotHeld", err)
+	}
+	if d, err := b.TTL(ctx); err != nil || d <= 0 || b.Err() != nil {
+		t.Fatalf("new grant after the stale Release: ttl %v, %v, Err %v", d, err, b.Err())
+	}
+}
+
+// A lock dropped without Release is renewed while its Client lives (like
+// an open file); Close stops renewal without deleting it, so its lease runs
+// out within a TTL, and a Lock still waiting returns ErrClosed, matching
+// ErrNotObtained.
+func TestDroppedLockIsRenewedUntilCloseThenRunsOut(t *testing.T) {
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	t.Cleanup(func() { other.Close() })
+	ctx := ctxT(t, 15*time.Second)
+	const ttl = 300 * time.Millisecond
+	func() {
+		if _, err := c.TryLock(ctx, "dropped", distlock.WithTTL(ttl)); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	runtime.GC() // nothing but the Client refers to the Lock now
+	if _, err := other.TryLock(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctx, "busy")
+		waiting <- err
+	}()
+	waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{busy}:line").Val() == 1
+	})
+
+	time.Sleep(4 * ttl) // the program goes on without the Lock
+	if d := rdb.PTTL(ctx, "distlock:{dropped}").Val(); d <= 0 {
+		t.Fatalf("dropped lock after 4×ttl: pttl %v, want still held and renewed", d)
+	}
+
+	left := rdb.PTTL(ctx, "distlock:{dropped}").Val()
+	closing := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Now()
+	// Gone before the lease it had when Close began: Close deleted it.
+	if rdb.Exists(ctx, "distlock:{dropped}").Val() == 0 && time.Since(closing) < left-10*time.Millisecond {
+		t.Fatalf("the dropped lock was gone %v after Close began with %v of lease left: Close deleted it", time.Since(closing), left)
+	}
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, distlock.ErrClosed) || !errors.Is(err, distlock.ErrNotObtained) {
+			t.Fatalf("Lock waiting at Close: %v, want ErrClosed and ErrNotObtained", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock still waiting 5s after Close")
+	}
+	waitFor(t, 2*ttl, "the dropped lock's lease to run out after Close", func() bool {
+		return rdb.Exists(ctx, "distlock:{dropped}").Val() == 0
+	})
+	t.Logf("the dropped lock's lease ran out %v after Close (ttl %v)", time.Since(closed).Round(time.Millisecond), ttl)
+}
+
+// Holding many locks adds no goroutine per lock: one scheduler and one
+// worker renew them all.
+func TestManyHeldLocksAddNoGoroutines(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	const n, ttl = 1000, time.Second
+	var locks []*distlock.Lock
+	take := func(i int) {
+		l, err := c.TryLock(ctx, fmt.Sprintf("many:%d", i), distlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	take(0) // starts the renewer
+	before := runtime.NumGoroutine()
+	for i := 1; i < n; i++ {
+		take(i)
+	}
+	time.Sleep(ttl) // renewals of every lock under way
+	after := runtime.NumGoroutine()
+	for _, l := range locks {
+		if l.Err() != nil {
+			t.Fatalf("lock %s lost while held: %v", l.Key(), l.Err())
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d goroutines with 1 lock held, %d with %d", before, after, n)
+	if after > before+3 { // slack for the runtime's and go-redis' own
+		t.Fatalf("%d goroutines with 1 lock held, %d with %d: they grow with the locks", before, after, n)
+	}
+}
+
+// Redis' own errors reach the caller wrapped, for errors.As, and are not
+// mistaken for a held lock.
+func TestRedisErrorIsWrapped(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 5*time.Second)
+	rdb.HSet(ctx, "distlock:{wrong}", "f", "v") // WRONGTYPE for the scripts' GET
+	_, err := c.TryLock(ctx, "wrong")
+	var rerr redis.Error
+	if !errors.As(err, &rerr) || errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("TryLock over a hash: %v, want a wrapped redis.Error, not ErrNotObtained", err)
 	}
 }

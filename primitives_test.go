@@ -571,3 +571,195 @@ func TestTryOverWaitersThatAreGone(t *testing.T) {
 		t.Fatalf("%d lines left behind", n)
 	}
 }
+
+// A read-write lock's fences: a write grant's is above every earlier
+// grant's, read or write; a read grant's above every earlier write
+// grant's. Also the order of its line: readers that come while a writer
+// waits get in after it, both on its one release.
+func TestRWMutexFencesAndLineOrder(t *testing.T) {
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	t.Cleanup(func() { other.Close() })
+	ctx := ctxT(t, 15*time.Second)
+	rw, _ := c.NewRWMutex("catalog")
+	orw, _ := other.NewRWMutex("catalog")
+	inLine := func(n int64) {
+		t.Helper()
+		waitFor(t, 5*time.Second, fmt.Sprintf("%d waiters in line", n), func() bool {
+			return rdb.LLen(ctx, "distlock:rw{catalog}:line").Val() == n
+		})
+	}
+	async := func(take func(context.Context, ...distlock.Option) (*distlock.Lock, error)) <-chan lockResult {
+		out := make(chan lockResult, 1)
+		go func() {
+			l, err := take(ctx)
+			out <- lockResult{l, err, time.Now()}
+		}()
+		return out
+	}
+
+	r1, err := rw.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := async(orw.Lock)
+	inLine(1)
+	readers := []<-chan lockResult{async(orw.RLock), async(orw.RLock)}
+	inLine(3)
+	if err := r1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := recv(t, writer, 5*time.Second).l
+	if w.Fence() <= r1.Fence() {
+		t.Fatalf("write fence %d not above the earlier read's %d", w.Fence(), r1.Fence())
+	}
+	for _, r := range readers {
+		select {
+		case got := <-r:
+			t.Fatalf("a reader got in while the writer held the lock: %v, %v", got.l, got.err)
+		default:
+		}
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var reads []*distlock.Lock
+	for _, r := range readers { // both handed the lock by the one release
+		got := recv(t, r, 5*time.Second)
+		if got.l.Fence() <= w.Fence() {
+			t.Fatalf("read fence %d not above the earlier write's %d", got.l.Fence(), w.Fence())
+		}
+		reads = append(reads, got.l)
+	}
+	writer = async(rw.Lock)
+	inLine(1)
+	for _, r := range reads {
+		if err := r.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w2 := recv(t, writer, 5*time.Second).l
+	for _, r := range reads {
+		if w2.Fence() <= r.Fence() {
+			t.Fatalf("write fence %d not above the earlier read's %d", w2.Fence(), r.Fence())
+		}
+	}
+	if err := w2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A leader whose renewals go unanswered (Redis frozen) has its context
+// cancelled before its lease can run out in Redis, so before any other
+// candidate can win; a Resign hands the leadership to the waiting
+// candidate at once, with a higher term.
+func TestElectionLossBeforeLeaseEndsAndResignHandsOver(t *testing.T) {
+	c, rdb, srv := setup(t)
+	other := distlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	ctx := ctxT(t, 20*time.Second)
+	e, _ := c.NewElection("sched")
+	oe, _ := other.NewElection("sched")
+
+	first, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make(chan *distlock.Leadership, 1)
+	go func() {
+		l, err := oe.Campaign(ctx, "b")
+		if err != nil {
+			t.Error(err)
+		}
+		next <- l
+	}()
+	waitFor(t, 5*time.Second, "the candidate to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:elect{sched}:line").Val() == 1
+	})
+	resigned := time.Now()
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var second *distlock.Leadership
+	select {
+	case second = <-next:
+		if second == nil {
+			t.FailNow()
+		}
+	case <-time.After(time.Second): // far below the 10s lease a poll would wait out
+		t.Fatal("the waiting candidate did not lead within 1s of the Resign")
+	}
+	t.Logf("next leader %v after the Resign", time.Since(resigned).Round(time.Millisecond))
+	if second.Fence() <= first.Fence() {
+		t.Fatalf("term %d after term %d", second.Fence(), first.Fence())
+	}
+	if err := second.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	const ttl = 4 * time.Second // drift margin 42ms, room for a loaded machine
+	lead, err := e.Campaign(ctx, "c", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := lead.Context(ctx)
+	defer stop()
+	expiry, err := rdb.PExpireTime(ctx, "distlock:elect{sched}").Result()
+	if err != nil || expiry <= 0 {
+		t.Fatalf("PEXPIRETIME: %v, %v", expiry, err)
+	}
+	srv.Signal(syscall.SIGSTOP)
+	defer srv.Signal(syscall.SIGCONT)
+	select {
+	case <-work.Done():
+	case <-time.After(2 * ttl):
+		t.Fatalf("the leader's context was not cancelled within %v of Redis freezing", 2*ttl)
+	}
+	lostAt := time.Now()
+	srv.Signal(syscall.SIGCONT)
+	if margin := time.UnixMilli(int64(expiry / time.Millisecond)).Sub(lostAt); margin <= 0 {
+		t.Fatalf("the leader's context was cancelled %v after its lease ran out in Redis", -margin)
+	}
+	if !errors.Is(context.Cause(work), distlock.ErrUnreachable) || !errors.Is(lead.Err(), distlock.ErrLost) {
+		t.Fatalf("cause %v, Err %v; want ErrUnreachable, matching ErrLost", context.Cause(work), lead.Err())
+	}
+}
+
+// A MultiLock's one Context ends when any member is lost, with that
+// member's cause; Release then frees the others and reports the lost one.
+func TestMultiLockContextEndsWithAnyMember(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	const ttl = 600 * time.Millisecond
+	m, err := c.TryLockAll(ctx, []string{"acct:1", "acct:2"}, distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := m.Context(ctx)
+	defer stop()
+	if _, err := c.ForceRelease(ctx, "acct:2", 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-work.Done():
+	case <-time.After(2 * ttl):
+		t.Fatal("the set's context was not cancelled within 2×ttl of a member's loss")
+	}
+	if !errors.Is(context.Cause(work), distlock.ErrExpired) {
+		t.Fatalf("set's context cause %v, want the member's ErrExpired", context.Cause(work))
+	}
+	select {
+	case <-m.Lost():
+	case <-time.After(time.Second):
+		t.Fatal("the set's Lost was not closed")
+	}
+	if !errors.Is(m.Err(), distlock.ErrLost) || !strings.Contains(m.Err().Error(), `"acct:2"`) {
+		t.Fatalf("set's Err %v, want ErrLost naming acct:2", m.Err())
+	}
+	if err := m.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) || strings.Contains(err.Error(), `"acct:1"`) {
+		t.Fatalf("Release after the loss: %v, want ErrNotHeld for acct:2 alone", err)
+	}
+	if rdb.Exists(ctx, "distlock:{acct:1}").Val() != 0 {
+		t.Fatal("the member still held was not freed by Release")
+	}
+}

@@ -168,3 +168,99 @@ func helperReentrant(c *distlock.Client) error {
 	fmt.Printf("release=%s\n", errName(l.Release(ctx)))
 	return nil
 }
+
+// The holds of a reentrant lock share one lease, and each hold's loss
+// signal counts on the lease its own renewals set. A hold with a shorter
+// TTL must not cut that lease short: its renewals used to set the key's
+// expiry to its own TTL, so once it was released the key ran out long
+// before the longer hold renewed, and a stranger took the lock while the
+// longer hold, renewed and never told, still held it.
+func TestReentrantShortHoldKeepsLongHoldsLease(t *testing.T) {
+	rec := &recorder{}
+	c, _, srv := setup(t, distlock.WithObserver(rec))
+	ctx := ctxT(t, 20*time.Second)
+	const long, short = 6 * time.Second, 300 * time.Millisecond
+	a, err := c.TryLock(ctx, "shared-lease", distlock.WithOwner("job"), distlock.WithTTL(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx)
+	b, err := c.TryLock(ctx, "shared-lease", distlock.WithOwner("job"), distlock.WithTTL(short))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b is renewed at short/3; a is not due before long/3.
+	waitFor(t, long/3, "the short hold's first renewal", func() bool {
+		_, ok := rec.find(distlock.EventRenewal, func(e distlock.Event) bool { return e.Failed == 0 })
+		return ok
+	})
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+
+	// Well past the short hold's lease, well before a's renewal is due.
+	other := distlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	sctx, cancel := context.WithTimeout(ctx, 3*short)
+	defer cancel()
+	if s, err := other.Lock(sctx, "shared-lease"); err == nil {
+		s.Release(ctx)
+		t.Fatalf("a stranger took the lock %v after the short hold's release, while the long hold (ttl %v) held it (its Err then: %v)",
+			time.Since(released).Round(time.Millisecond), long, a.Err())
+	} else if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stranger's Lock: %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+	if a.Err() != nil {
+		t.Fatalf("the long hold lost its lock: %v", a.Err())
+	}
+	if left, err := a.TTL(ctx); err != nil || left <= short {
+		t.Fatalf("the long hold's lease left: %v, %v; want more than the short hold's %v", left, err, short)
+	}
+}
+
+// Release and Extend go by token, not by owner: a hold whose lease ran out
+// cannot release or extend a later grant made to the same owner id.
+func TestStaleHoldCannotReleaseLaterGrantOfSameOwner(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	stale, err := c.TryLock(ctx, "retried", distlock.WithOwner("job"), distlock.WithTTL(100*time.Millisecond), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stale.Lost():
+	case <-time.After(time.Second):
+		t.Fatal("a fixed 100ms lease was not declared lost within 1s")
+	}
+	if !errors.Is(stale.Err(), distlock.ErrExpired) {
+		t.Fatalf("fixed lease's cause: %v, want ErrExpired", stale.Err())
+	}
+	// Lost fires a drift margin before the server lets the key go; a
+	// reentry before then would join the stale grant, not make a new one.
+	waitFor(t, time.Second, "the stale lease to run out in Redis", func() bool {
+		return rdb.Exists(ctx, "distlock:{retried}").Val() == 0
+	})
+	later, err := c.TryLock(ctx, "retried", distlock.WithOwner("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if later.Fence() <= stale.Fence() {
+		t.Fatalf("later grant's fence %d not above the stale one's %d", later.Fence(), stale.Fence())
+	}
+	if err := stale.Extend(ctx, time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("stale Extend: %v, want ErrNotHeld", err)
+	}
+	if err := stale.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("stale Release: %v, want ErrNotHeld", err)
+	}
+	if n := holdCount(t, rdb, "retried"); n != 1 || later.Err() != nil {
+		t.Fatalf("after the stale calls: %d holds, later hold's Err %v; want 1 held", n, later.Err())
+	}
+	if d, err := later.TTL(ctx); err != nil || d < distlock.DefaultTTL/2 {
+		t.Fatalf("later grant's lease after the stale Extend: %v, %v", d, err)
+	}
+	if err := later.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

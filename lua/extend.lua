@@ -1,5 +1,5 @@
--- extend: reset the lease of a lock this hold still has (after
--- extend_head.lua, which read the lock's value v, and lib.lua).
+-- extend: reset the lease of a lock this hold still has, with other holds
+-- (after extend_head.lua, which read the lock's value v, and lib.lua).
 -- KEYS[1] lock
 -- ARGV[1] token
 -- ARGV[2] ttl     new lease in ms
@@ -9,5 +9,11 @@ local _, _, holds = parse(v)
 if not holds or not holds_token(holds, ARGV[1]) then
   return -1
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+-- Held with other holds (extend_head.lua took the lone hold): the lease is
+-- theirs too, and each hold's loss signal counts on the lease it last set,
+-- so a hold with a shorter TTL may lengthen it but never cut it short
+-- (as held() in holds.lua does on a reentry).
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
 return 1
