@@ -237,8 +237,9 @@ func (l *Lock) lostBeforeRelease(cause error) {
 
 // Extend resets the lease to ttl from now and makes ttl the lease that
 // renewal keeps. On a reentrant lock with other holds the lease is theirs
-// too: Extend (and renewal) lengthens it to ttl but never shortens it. It returns ErrNotHeld, changing nothing, when the lock is
-// no longer held, ErrInvalidTTL for a ttl outside [1ms, MaxTTL], and
+// too: Extend (and renewal) lengthens it to ttl but never shortens it. It
+// returns ErrNotHeld, changing nothing, when the lock is no longer held,
+// ErrInvalidTTL for a ttl outside [1ms, MaxTTL], and
 // otherwise wraps the Redis error (the lock stays held and renewed, valid
 // for the shorter of its old lease and ttl until a renewal confirms it).
 // A nil ctx gets ErrNilContext, and renewal goes on as before.
