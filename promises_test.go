@@ -1,6 +1,7 @@
 package distlock_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -48,5 +49,85 @@ func TestDefaultTTLIsTheLease(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSemaphoreForgetsItsLimit: primitives.md "N is fixed per name while the
+// semaphore is in use: asking with another N returns ErrInvalidOption. When
+// the last permit is released nothing is left in Redis, and the limit is
+// forgotten." (semaphore.go says the same). A semaphore of 2 is used to the
+// full, with a waiter handed a permit through the line; once every permit
+// is released its keys are gone, and the name then works with a limit of 1,
+// which the old limit of 2 is refused against.
+func TestSemaphoreForgetsItsLimit(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 20*time.Second)
+	keys := []string{"distlock:sem{pool}:h", "distlock:sem{pool}:d", "distlock:sem{pool}:line"}
+	two, err := c.NewSemaphore("pool", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := two.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := two.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// While in use another limit is refused.
+	three, _ := c.NewSemaphore("pool", 3)
+	if _, err := three.TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("TryAcquire with limit 3 while in use with 2: %v; want ErrInvalidOption", err)
+	}
+	// A waiter in another Client lines up and is handed a's permit.
+	wc := distlock.New(rdb)
+	defer wc.Close()
+	wtwo, _ := wc.NewSemaphore("pool", 2)
+	got := make(chan lockResult, 1)
+	go func() {
+		l, err := wtwo.Acquire(ctx)
+		got <- lockResult{l, err, time.Now()}
+	}()
+	waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:sem{pool}:line").Val() == 1
+	})
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := recv(t, got, 5*time.Second)
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, keys...).Val(); n == 0 {
+		t.Fatal("the semaphore's keys are gone while a permit is held")
+	}
+	if err := w.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Released: nothing of the semaphore is left in Redis.
+	if left := rdb.Keys(ctx, "distlock:sem{pool}*").Val(); len(left) > 0 {
+		t.Fatalf("keys left after the last permit was released: %v", left)
+	}
+	// The limit is forgotten: the name works with a limit of 1.
+	one, err := c.NewSemaphore("pool", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := one.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire with limit 1 after the last release under limit 2: %v", err)
+	}
+	if _, err := one.TryAcquire(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("second permit of a semaphore of 1: %v; want ErrNotObtained", err)
+	}
+	if _, err := two.TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("TryAcquire with the old limit 2 while in use with 1: %v; want ErrInvalidOption", err)
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := rdb.Keys(ctx, "distlock:sem{pool}*").Val(); len(left) > 0 {
+		t.Fatalf("keys left after the limit-1 permit was released: %v", left)
 	}
 }
