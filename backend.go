@@ -181,10 +181,15 @@ func callFunc[T any](ctx context.Context, op func(context.Context) (T, error)) (
 // background runs f in a goroutine that Close waits for, under a context
 // bounded by cleanupTimeout.
 func (c *Client) background(f func(ctx context.Context)) {
+	c.backgroundUntil(time.Now().Add(cleanupTimeout), f)
+}
+
+// backgroundUntil is background under a context that ends at d.
+func (c *Client) backgroundUntil(d time.Time, f func(ctx context.Context)) {
 	c.bg.add()
 	go func() {
 		defer c.bg.done()
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		ctx, cancel := context.WithDeadline(context.Background(), d)
 		defer cancel()
 		f(ctx)
 	}()

@@ -1,7 +1,9 @@
 package distlock_test
 
 import (
+	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,5 +131,75 @@ func TestSemaphoreForgetsItsLimit(t *testing.T) {
 	}
 	if left := rdb.Keys(ctx, "distlock:sem{pool}*").Val(); len(left) > 0 {
 		t.Fatalf("keys left after the limit-1 permit was released: %v", left)
+	}
+}
+
+// TestReleaseGivesUpTwoSecondsAfterDeadline: README "the delete ignores
+// cancellation and gives up 2 s after the context's deadline (after 2 s if
+// it has none)", design.md "Work that must still happen runs in the
+// background, bounded by 2 s, and Close waits for it". With Redis frozen
+// (SIGSTOP) and go-redis honouring deadlines, Release returns by its
+// context's end and the delete it leaves in the background ends by the
+// deadline plus 2 s (the start plus 2 s for a context with none, cancelled
+// while the delete waits): Close, called as Release returns, waits for that
+// background work, and returns by then. Deadlines below and above the
+// 250 ms under which a call runs in a goroutine rather than inline take
+// the two ways a delete can go on.
+func TestReleaseGivesUpTwoSecondsAfterDeadline(t *testing.T) {
+	const (
+		cleanup = 2 * time.Second // "gives up 2 s after the context's deadline"
+		// Close's wait ends on a timer or a count reaching zero: the slack
+		// is for a loaded machine waking it, as TestCloseReturnsWhileRenewalHangs.
+		slack = 500 * time.Millisecond
+	)
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // 0: none, the context is cancelled after cancelAfter
+	}{
+		{"deadline 100ms", 100 * time.Millisecond},
+		{"deadline 600ms", 600 * time.Millisecond},
+		{"no deadline, cancelled", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const cancelAfter = 100 * time.Millisecond
+			srv, c := frozenLater(t, true)
+			l, err := c.TryLock(ctxT(t, 5*time.Second), "k", distlock.WithTTL(30*time.Second)) // no renewal due during the test
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Signal(syscall.SIGSTOP)
+			start := time.Now()
+			var ctx context.Context
+			var cancel context.CancelFunc
+			giveUp := start.Add(cleanup)
+			if tc.deadline > 0 {
+				ctx, cancel = context.WithDeadline(context.Background(), start.Add(tc.deadline))
+				giveUp = start.Add(tc.deadline + cleanup)
+			} else {
+				ctx, cancel = context.WithCancel(context.Background())
+				time.AfterFunc(cancelAfter, cancel)
+			}
+			defer cancel()
+			relErr := l.Release(ctx)
+			returned := time.Since(start)
+			if relErr == nil {
+				t.Fatal("Release with Redis frozen returned nil")
+			}
+			end := tc.deadline // when the context ends
+			if end == 0 {
+				end = cancelAfter
+			}
+			if returned > end+deadlineSlack {
+				t.Errorf("Release returned %v after it began; its context ended at %v", returned.Round(time.Millisecond), end)
+			}
+			took, err := timedCall(3*cleanup, c.Close)
+			closed := time.Since(start)
+			t.Logf("Release returned after %v (%v); Close waited %v, returning %v after Release began",
+				returned.Round(time.Millisecond), relErr, took.Round(time.Millisecond), closed.Round(time.Millisecond))
+			if err != nil || time.Now().After(giveUp.Add(slack)) {
+				t.Errorf("Close returned %v after Release began (%v): the background delete outlived %v + %v",
+					closed.Round(time.Millisecond), err, giveUp.Sub(start), slack)
+			}
+		})
 	}
 }
