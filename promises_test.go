@@ -3,11 +3,15 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // The tests in this file pin documented promises that had no test of their
@@ -202,4 +206,84 @@ func TestReleaseGivesUpTwoSecondsAfterDeadline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIdleChannelsAreBounded: design.md "up to 256 idle channels stay
+// subscribed, so a hot key costs no SUBSCRIBE per wait" (maxIdleChannels
+// in notify.go). One Client waits on 300 distinct names one after another,
+// each handed the lock by its holder's release; afterwards its one
+// subscription connection is subscribed, as Redis counts it (CLIENT LIST's
+// sub=), to exactly 256 channels: the inboxes of the 256 names waited for
+// last, while those of the first 44 are dropped.
+func TestIdleChannelsAreBounded(t *testing.T) {
+	const names, limit = 300, 256
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	w := distlock.New(srv.Client(t)) // the waiting Client; c only ever TryLocks
+	defer w.Close()
+	key := func(i int) string { return fmt.Sprintf("idle-%03d", i) }
+	for i := range names {
+		held, err := c.TryLock(ctx, key(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := acquireAsync(ctx, w, key(i))
+		waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+			return rdb.LLen(ctx, "distlock:{"+key(i)+"}:line").Val() == 1
+		})
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := recv(t, got, 5*time.Second).l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The subscriber unsubscribes in its own goroutine: wait for Redis to
+	// settle on the count, then check which channels are left.
+	for settle := time.Now().Add(5 * time.Second); ; {
+		subs := pubsubClients(t, rdb)
+		if len(subs) == 1 && subs[0] == strconv.Itoa(limit) {
+			break
+		}
+		if time.Now().After(settle) {
+			t.Fatalf("after waits on %d names, the pub/sub connections are subscribed to %v channels; want one connection with %d", names, subs, limit)
+		}
+		time.Sleep(2 * time.Millisecond) // polling Redis state
+	}
+	inbox := func(i int) string {
+		chs := rdb.PubSubChannels(ctx, "distlock:{"+key(i)+"}:*").Val()
+		return strings.Join(chs, ",")
+	}
+	for i := range names {
+		if kept := inbox(i) != ""; kept != (i >= names-limit) {
+			t.Errorf("name %d of %d: channel subscribed %t (%q); want the last %d kept", i, names, kept, inbox(i), limit)
+		}
+	}
+}
+
+// pubsubClients returns the sub= field (channels subscribed) of every
+// pub/sub connection in CLIENT LIST.
+func pubsubClients(t *testing.T, rdb *redis.Client) []string {
+	t.Helper()
+	list, err := rdb.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subs []string
+	for _, line := range strings.Split(list, "\n") {
+		var sub string
+		pubsub := false
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "sub="); ok {
+				sub = v
+			}
+			if v, ok := strings.CutPrefix(f, "flags="); ok && strings.Contains(v, "P") {
+				pubsub = true
+			}
+		}
+		if pubsub {
+			subs = append(subs, sub)
+		}
+	}
+	return subs
 }
