@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -286,4 +288,208 @@ func pubsubClients(t *testing.T, rdb *redis.Client) []string {
 		}
 	}
 	return subs
+}
+
+// TestReleaseWakesOnlyTheGrantee: design.md "A release hands the lock
+// straight to the first waiter in line inside the release script ... the
+// grant is published on that waiter's Client's channel, so only the
+// grantee's process wakes. So: no herd: a release wakes one waiter in one
+// process" (README: "tells only that waiter's process"). Four waiters, each
+// its own Client and go-redis client as separate processes would be, line
+// up behind a held lock; the release is made when none of them can be due
+// for its own re-ask (at most every lineRefresh, 1 s, after its last ask
+// returned) until well after the measured window. In that window Redis
+// runs one script call (INFO commandstats: EVALSHA and EVAL), the release,
+// plus any the grantee makes as holder, and one PUBLISH; the first waiter
+// in line holds the lock and the other three are still waiting, without
+// having sent anything. A waiter's ask in the window that its own schedule
+// made due (the window overran on a loaded machine) is allowed for, and
+// told apart by its time.
+func TestReleaseWakesOnlyTheGrantee(t *testing.T) {
+	const (
+		waiters     = 4
+		lineRefresh = time.Second // single.go: a waiter asks again at least this often
+		// herdWindow is a stretch of time after the grantee has the lock
+		// for the asks of woken waiters, if any were woken, to reach Redis.
+		herdWindow = 100 * time.Millisecond
+		// quiet is how long after the release no waiter may be due for its
+		// own re-ask: the measured window with ample room for a slow machine.
+		quiet = 400 * time.Millisecond
+	)
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+	// A first call of a script on a server is an EVALSHA that Redis does
+	// not know and then an EVAL: load the release script before counting.
+	warm, err := c.TryLock(ctx, "warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.TryLock(ctx, "herd", distlock.WithTTL(time.Minute)) // renewed at 20 s: not in the window
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := make([]*scriptCalls, waiters)
+	got := make([]<-chan lockResult, waiters)
+	wctx, cancelWaiters := context.WithCancel(ctx)
+	defer cancelWaiters()
+	for i := range waiters {
+		rec[i] = &scriptCalls{}
+		wrdb := srv.Client(t)
+		wrdb.AddHook(rec[i])
+		wc := distlock.New(wrdb)
+		defer wc.Close()
+		got[i] = acquireAsync(wctx, wc, "herd")
+		waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+			return rdb.LLen(ctx, "distlock:{herd}:line").Val() == int64(i+1)
+		})
+	}
+	// Release when every waiter's next re-ask is at least quiet away.
+	var lastDone []time.Time
+	for settle := time.Now().Add(5 * time.Second); ; {
+		lastDone = lastDone[:0]
+		idle := true
+		for _, r := range rec {
+			done, inFlight := r.last()
+			lastDone = append(lastDone, done)
+			idle = idle && !inFlight
+		}
+		if dueAt := slices.MinFunc(lastDone, time.Time.Compare).Add(lineRefresh); idle && time.Until(dueAt) >= quiet {
+			break
+		}
+		if time.Now().After(settle) {
+			t.Fatalf("the waiters' re-asks never left %v free (last answers at %v)", quiet, lastDone)
+		}
+		time.Sleep(time.Millisecond) // polling the waiters' schedules
+	}
+	t0 := time.Now()
+	before := commandStats(t, rdb)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	grantee := recv(t, got[0], 2*time.Second) // the first in line
+	time.Sleep(herdWindow)                    // a stretch of time: see herdWindow
+	after := commandStats(t, rdb)
+	t1 := time.Now()
+
+	for i := 1; i < waiters; i++ {
+		select {
+		case r := <-got[i]:
+			t.Errorf("waiter %d (of %d in line) returned (lock %t, %v) after one release", i, waiters, r.l != nil, r.err)
+		default:
+		}
+	}
+	// What the waiters sent in the window, by their own clocks: the
+	// grantee's calls as holder are its own; another waiter's ask is
+	// allowed only if its schedule made it due.
+	ownCalls, due := rec[0].sentBetween(t0, t1), 0
+	for i := 1; i < waiters; i++ {
+		for _, at := range rec[i].sentBetween(t0, t1) {
+			if at.Before(lastDone[i].Add(lineRefresh)) {
+				t.Errorf("waiter %d asked Redis %v after the release, %v after its last ask returned (its own schedule: %v): the release woke it",
+					i, at.Sub(t0).Round(time.Millisecond), at.Sub(lastDone[i]).Round(time.Millisecond), lineRefresh)
+			} else {
+				due++
+			}
+		}
+	}
+	scripts := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
+	publishes := after["publish"] - before["publish"]
+	t.Logf("in the %v after the release Redis ran %d script calls and %d PUBLISH; the grantee sent %d as holder, the other waiters %d that their own schedule made due",
+		t1.Sub(t0).Round(time.Millisecond), scripts, publishes, len(ownCalls), due)
+	if scripts < 1 || scripts > int64(1+len(ownCalls)+due) {
+		t.Errorf("Redis ran %d script calls in the %v after the release; want the release's 1, the grantee's %d and %d due re-asks at most",
+			scripts, t1.Sub(t0).Round(time.Millisecond), len(ownCalls), due)
+	}
+	if publishes < 1 || publishes > int64(1+due) { // a re-ask may ping a waiter ahead of it
+		t.Errorf("Redis ran %d PUBLISH in the %v after the release; want 1 (to the grantee) and %d for due re-asks at most",
+			publishes, t1.Sub(t0).Round(time.Millisecond), due)
+	}
+	if err := grantee.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancelWaiters()
+}
+
+// scriptCalls is a go-redis hook that records when a client sent script
+// calls (EVALSHA, EVAL) and when the last one's answer came.
+type scriptCalls struct {
+	mu       sync.Mutex
+	sent     []time.Time
+	done     time.Time
+	inFlight int
+}
+
+func (s *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !isScript(cmd) {
+			return next(ctx, cmd)
+		}
+		s.start(1)
+		defer s.end(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (s *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, cmd := range cmds {
+			if isScript(cmd) {
+				n++
+			}
+		}
+		s.start(n)
+		defer s.end(n)
+		return next(ctx, cmds)
+	}
+}
+
+func isScript(cmd redis.Cmder) bool {
+	name := strings.ToLower(cmd.Name())
+	return name == "evalsha" || name == "eval"
+}
+
+func (s *scriptCalls) start(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for range n {
+		s.sent = append(s.sent, now)
+	}
+	s.inFlight += n
+}
+
+func (s *scriptCalls) end(n int) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight -= n
+	s.done = time.Now()
+}
+
+// last returns when the last answer came, and whether a call is out.
+func (s *scriptCalls) last() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done, s.inFlight > 0
+}
+
+// sentBetween returns the send times of script calls in [from, to].
+func (s *scriptCalls) sentBetween(from, to time.Time) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []time.Time
+	for _, at := range s.sent {
+		if !at.Before(from) && !at.After(to) {
+			out = append(out, at)
+		}
+	}
+	return out
 }
