@@ -1,0 +1,153 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// Tests for promises of docs/cli.md and the --help texts that had none:
+// each would fail if a broken promise let COMMAND run without its lock,
+// left a lock held for nobody, hung, or gave a wrong exit code.
+
+// waitGoneProc waits, at most within, until process pid has exited.
+func waitGoneProc(t *testing.T, pid int, within time.Duration, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !processDead(pid); time.Sleep(5 * time.Millisecond) { // polling another process's state
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still running %v on (state %s)", what, pid, within, processState(pid))
+		}
+	}
+}
+
+// TestDeathWhileWaiting: while `distlock run` waits for a held lock, either
+// of its two processes may die. A killed runner (kill -9) must take its
+// keeper with it, so that nothing takes the lock, later, for a command that
+// will never run; a killed keeper must end the runner (not leave it waiting
+// forever) without running COMMAND.
+func TestDeathWhileWaiting(t *testing.T) {
+	env, c, _ := server(t)
+
+	t.Run("runner killed", func(t *testing.T) {
+		ctx := ctxT(t, 30*time.Second)
+		l, err := c.TryLock(ctx, "wait-runner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		p := startDL(t, dir, env, "run", "wait-runner", "--", "touch", "ran")
+		waitInLine(t, c, "wait-runner", p)
+		keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+		t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGKILL) })
+		signalProc(t, p, syscall.SIGKILL)
+		// The keeper sees its stdin close and gives the wait up.
+		waitGoneProc(t, keeper, 10*time.Second, "the keeper of a killed runner")
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Nobody took the freed lock: a try gets it at once.
+		if code, _, stderr := dl(t, env, "run", "-n", "wait-runner", "--", "true"); code != 0 {
+			t.Fatalf("after the waiting runner was killed and the holder released: exit %d %q", code, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+			t.Fatal("COMMAND of a runner killed while waiting ran")
+		}
+	})
+
+	t.Run("keeper killed", func(t *testing.T) {
+		ctx := ctxT(t, 30*time.Second)
+		l, err := c.TryLock(ctx, "wait-keeper")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		dir := t.TempDir()
+		p := startDL(t, dir, env, "run", "--log-format", "json", "wait-keeper", "--", "touch", "ran")
+		waitInLine(t, c, "wait-keeper", p)
+		keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+		if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// Not a loss (nothing ran) and not "not obtained" (nobody gave up):
+		// the runner's own failure, status 69.
+		if code := p.wait(t, 10*time.Second); code != exitRedis {
+			t.Fatalf("exit %d, want %d; stderr %s", code, exitRedis, p.stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+			t.Fatal("COMMAND ran although its keeper died before taking the lock")
+		}
+		if m := find(t, jsonLines(t, p.stderr.String()), "event", evKeeperDied); m["level"] != "ERROR" || !strings.Contains(str(m["msg"]), "not run") {
+			t.Fatalf("keeper_died message %v", m)
+		}
+	})
+}
+
+// TestSeveralKeysNotObtained: "If a key is not obtained within --wait, those
+// already taken are released and nothing runs (status 75)". Keys are taken
+// in the order of their names, so k1 is taken before k2 is found held.
+func TestSeveralKeysNotObtained(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 30*time.Second)
+	l, err := c.TryLock(ctx, "k2", distlock.WithMetadata("host=other pid=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	for _, wait := range []string{"0", "300ms"} {
+		dir := t.TempDir()
+		p := startDL(t, dir, env, "run", "--wait", wait, "k2", "k1", "--", "touch", "ran")
+		if code := p.wait(t, 10*time.Second); code != exitNotObtained {
+			t.Fatalf("--wait %s: exit %d, want %d; stderr %q", wait, code, exitNotObtained, p.stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+			t.Fatalf("--wait %s: COMMAND ran without k2", wait)
+		}
+		info, err := c.Inspect(ctx, "k1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Held() {
+			t.Fatalf("--wait %s: k1 left held after k2 was not obtained: %+v", wait, info)
+		}
+	}
+}
+
+// TestKilledKeeperKillsAfterGrace: a killed keeper is treated as a loss,
+// "SIGTERM, SIGKILL after --grace, status 79": a COMMAND (and a child in its
+// group) that ignores SIGTERM must not run on unlocked past the grace.
+func TestKilledKeeperKillsAfterGrace(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	const grace = 500 * time.Millisecond
+	script := `trap '' TERM
+(trap '' TERM; while :; do sleep 0.02; done) &
+echo "$$ $!" > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "--ttl", "3s", "--grace", grace.String(), "keeper-grace", "--", "sh", "-c", script)
+	pids := strings.Fields(waitFile(t, filepath.Join(dir, "started"), 10*time.Second))
+	sh, _ := strconv.Atoi(pids[0])
+	child, _ := strconv.Atoi(pids[1])
+	t.Cleanup(func() { _ = syscall.Kill(-sh, syscall.SIGKILL) })
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	killed := time.Now()
+	if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+	if d := time.Since(killed); d < grace {
+		t.Fatalf("exited %v after the keeper died, before the grace of %v", d, grace)
+	}
+	if !strings.Contains(p.stderr.String(), "sending SIGKILL") {
+		t.Fatalf("no SIGKILL reported: %q", p.stderr.String())
+	}
+	waitDead(t, sh, 5*time.Second, time.Now())
+	waitDead(t, child, 5*time.Second, time.Now())
+}
