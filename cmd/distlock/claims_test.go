@@ -151,3 +151,107 @@ while :; do sleep 0.02; done`
 	waitDead(t, sh, 5*time.Second, time.Now())
 	waitDead(t, child, 5*time.Second, time.Now())
 }
+
+// TestRedisFrozenStopsCommand: with Redis unreachable for a whole lease,
+// COMMAND gets SIGTERM "before the lease can run out in Redis, so before
+// another candidate can lead" (elect; run holds its lock the same way), and
+// distlock exits 79 without waiting for Redis to come back. redis-server is
+// frozen with SIGSTOP, so the key keeps its expiry; the keeper's JSON "lost"
+// line is written just before it signals COMMAND's group.
+func TestRedisFrozenStopsCommand(t *testing.T) {
+	for _, sub := range []string{runName, electName} {
+		t.Run(sub, func(t *testing.T) {
+			env, c, srv := server(t)
+			dir := t.TempDir()
+			const ttl = 8 * time.Second // the library's drift margin: 82ms, room for a loaded machine
+			script := `trap 'echo term > marker; exit 0' TERM
+echo x > started
+while :; do sleep 0.02; done`
+			p := startDL(t, dir, env, sub, "--log-format", "json", "--ttl", ttl.String(), "--grace", "1s", "frozen", "--", "sh", "-c", script)
+			waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+			// A renewal after this read only moves the expiry later: asked
+			// at asked, the server's expiry is at least asked+TTL.
+			ctx := ctxT(t, 10*time.Second)
+			asked := time.Now()
+			infos, err := c.List(ctx, "frozen")
+			if err != nil || len(infos) != 1 {
+				t.Fatalf("List: %+v %v", infos, err)
+			}
+			expiry := asked.Add(infos[0].TTL)
+			srv.Signal(syscall.SIGSTOP)
+			frozen := time.Now()
+			t.Cleanup(func() { srv.Signal(syscall.SIGCONT) })
+
+			waitFile(t, filepath.Join(dir, "marker"), 2*ttl)
+			// Redis stays frozen: distlock must not wait for it to exit.
+			if code := p.wait(t, 10*time.Second); code != exitLost {
+				t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+			}
+			// COMMAND's own stderr (sh's "Terminated") is among the lines.
+			var ours []string
+			for _, line := range strings.Split(p.stderr.String(), "\n") {
+				if strings.HasPrefix(line, "{") {
+					ours = append(ours, line)
+				}
+			}
+			lost := find(t, jsonLines(t, strings.Join(ours, "\n")), "event", evLost)
+			at, err := time.Parse(time.RFC3339Nano, str(lost["time"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("COMMAND stopped %v after Redis froze, %v before the lease ran out in Redis",
+				at.Sub(frozen).Round(time.Millisecond), expiry.Sub(at).Round(time.Millisecond))
+			if !at.Before(expiry) {
+				t.Fatalf("COMMAND stopped %v after its lease ran out in Redis", at.Sub(expiry))
+			}
+		})
+	}
+}
+
+// TestElectHandsOverAndWaits: "when that COMMAND exits, the leadership
+// passes to the next candidate at once" (not when the lease runs out), the
+// leader exits with COMMAND's status, and a candidate's --wait ends its
+// campaign with status 75 without running COMMAND.
+func TestElectHandsOverAndWaits(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	const ttl = 10 * time.Second
+	script := `echo "$DISTLOCK_FENCE" > "lead.$ID"
+while [ ! -e "go.$ID" ]; do sleep 0.02; done; exit 3`
+	a := startDL(t, dir, append(env, "ID=A"), "elect", "--ttl", ttl.String(), "handover", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "lead.A"), 10*time.Second)
+	b := startDL(t, dir, append(env, "ID=B"), "elect", "--ttl", ttl.String(), "handover", "--", "sh", "-c", script)
+	waitQueued(t, c, "handover", 1)
+
+	if code, _, stderr := dl(t, append(env, "ID=C"), "elect", "--wait", "300ms", "handover", "--", "sh", "-c", script); code != exitNotObtained {
+		t.Fatalf("elect --wait 300ms while another leads: exit %d, want %d; %q", code, exitNotObtained, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lead.C")); err == nil {
+		t.Fatal("a candidate that gave up ran its COMMAND")
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "go.A"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(t, 10*time.Second); code != 3 {
+		t.Fatalf("leader: exit %d, want its COMMAND's 3; stderr %s", code, a.stderr.String())
+	}
+	exited := time.Now()
+	waitFile(t, filepath.Join(dir, "lead.B"), ttl)
+	// At once: well before the leader's lease (renewed up to its exit)
+	// would have run out.
+	if d := time.Since(exited); d > ttl/2 {
+		t.Fatalf("the next candidate led %v after the leader's COMMAND exited (--ttl %v): not handed over", d, ttl)
+	}
+	termA, _ := strconv.ParseInt(strings.TrimSpace(readFile(t, filepath.Join(dir, "lead.A"))), 10, 64)
+	termB, _ := strconv.ParseInt(strings.TrimSpace(readFile(t, filepath.Join(dir, "lead.B"))), 10, 64)
+	if termB <= termA {
+		t.Fatalf("term %d after %d", termB, termA)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.B"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := b.wait(t, 10*time.Second); code != 3 {
+		t.Fatalf("second leader: exit %d; stderr %s", code, b.stderr.String())
+	}
+}
