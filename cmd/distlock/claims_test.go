@@ -255,3 +255,28 @@ while [ ! -e "go.$ID" ]; do sleep 0.02; done; exit 3`
 		t.Fatalf("second leader: exit %d; stderr %s", code, b.stderr.String())
 	}
 }
+
+// TestSignalsReachLeftProcesses: after COMMAND exits leaving processes in
+// its group, "signals are passed on to the group ... until the last of them
+// exits; only then is the lock released, and distlock exits with the
+// command's own status". A SIGTERM to distlock then must reach them (else a
+// service manager's stop would wait on them), not end distlock early.
+func TestSignalsReachLeftProcesses(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	script := `(trap 'echo term > marker; exit 0' TERM; while :; do sleep 0.02; done) >/dev/null 2>&1 &
+echo "$$ $!" > pids; exit 3`
+	p := startDL(t, dir, env, "run", "left-sig", "--", "sh", "-c", script)
+	pids := strings.Fields(waitFile(t, filepath.Join(dir, "pids"), 10*time.Second))
+	sh, _ := strconv.Atoi(pids[0])
+	t.Cleanup(func() { _ = syscall.Kill(-sh, syscall.SIGKILL) })
+	waitStderr(t, p, "left processes running in its process group", 10*time.Second)
+	signalProc(t, p, syscall.SIGTERM)
+	waitFile(t, filepath.Join(dir, "marker"), 10*time.Second)
+	if code := p.wait(t, 10*time.Second); code != 3 {
+		t.Fatalf("exit %d, want the command's 3; stderr %q", code, p.stderr.String())
+	}
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), "left-sig"); err != nil || info.Held() {
+		t.Fatalf("after the group exited: %+v %v, want released", info, err)
+	}
+}
