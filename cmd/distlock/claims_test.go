@@ -280,3 +280,39 @@ echo "$$ $!" > pids; exit 3`
 		t.Fatalf("after the group exited: %+v %v, want released", info, err)
 	}
 }
+
+// TestStalledKeeperWhenCommandExits: a keeper that is stopped (kill -STOP,
+// a debugger) or hung just as COMMAND exits cannot confirm the release. The
+// heartbeat that gives a silent keeper up runs only while COMMAND runs, so
+// the runner must bound its wait for the answer itself: distlock exits (79:
+// the lock was not released, its lease runs out) instead of hanging.
+func TestStalledKeeperWhenCommandExits(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	const ttl = 6 * time.Second // the heartbeat would give the keeper up 2s to 3s after it stopped
+	script := `echo x > started
+while [ ! -e go ]; do sleep 0.02; done; exit 5`
+	p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "stalled-exit", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGKILL) })
+	if err := syscall.Kill(keeper, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, keeperWait+10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitLost, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), `lock keeper of "stalled-exit"`) {
+		t.Fatalf("stderr does not explain the 79: %q", p.stderr.String())
+	}
+	waitGoneProc(t, keeper, 5*time.Second, "the stalled keeper")
+	// Not released by the killed keeper: its lease runs out.
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), "stalled-exit"); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("lock after the run: held %v, %v left", info.Held(), info.TTL)
+	}
+}
