@@ -316,3 +316,24 @@ while [ ! -e go ]; do sleep 0.02; done; exit 5`
 		t.Logf("lock after the run: held %v, %v left", info.Held(), info.TTL)
 	}
 }
+
+// TestOwnerNested: "--owner ID: a nested distlock run --owner ID of the
+// same key does not deadlock", and the inner run's release leaves the
+// outer run's hold: KEY stays held until the outer COMMAND exits.
+func TestOwnerNested(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	script := `"$BIN" run --owner job-7 --wait 5s nested -- true || exit 20
+"$BIN" status nested > /dev/null || exit 21
+"$BIN" run -n nested -- true; echo "other=$?" > other; exit 4`
+	p := startDL(t, dir, append(env, "BIN="+binary(t)), "run", "--owner", "job-7", "nested", "--", "sh", "-c", script)
+	if code := p.wait(t, 20*time.Second); code != 4 {
+		t.Fatalf("exit %d, want 4 (20: the nested run failed, 21: its release freed the outer hold); stderr %q", code, p.stderr.String())
+	}
+	if got := strings.TrimSpace(readFile(t, filepath.Join(dir, "other"))); got != "other=75" {
+		t.Fatalf("a run without the owner ID inside the owner's hold: %s, want 75", got)
+	}
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), "nested"); err != nil || info.Held() {
+		t.Fatalf("after the outer run: %+v %v, want released", info, err)
+	}
+}
