@@ -92,7 +92,15 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 			j.signal(syscall.SIGKILL) // nothing may go on working without the lock
 			return exitLost
 		}
-		if reply := k.finish(); lost || reply != "released" {
+		reply := k.finish()
+		if reply == "" && !lost {
+			// The keeper died, or stalled and was killed, before it confirmed
+			// the release: distlock always explains its own exits.
+			state := keeperState(k)
+			log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died or did not answer after %s exited (%v); the lock's lease runs out within %v",
+				cfg.quoted(), cfg.command[0], state, cfg.ttl), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
+		}
+		if lost || reply != "released" {
 			return exitLost
 		}
 		if ev.err == nil && ev.ws.Signaled() {

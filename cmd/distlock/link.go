@@ -153,14 +153,29 @@ func (k *keeperLink) abandon() {
 }
 
 // finish tells the keeper that COMMAND has exited and returns its answer:
-// "released", "notheld", "lost", or "" if it died first.
+// "released", "notheld", "lost", or "" if it died first or did not answer
+// within keeperWait. A keeper stopped (kill -STOP) or hung has its pipe
+// open, and the heartbeat that gives such a keeper up runs only while
+// COMMAND runs: without the bound the runner would wait for it forever.
 func (k *keeperLink) finish() string {
 	reply := ""
 	if k.send("done") == nil {
-		for line := range k.lines {
-			if line == "released" || line == "notheld" || line == "lost" {
-				reply = line
-				break
+		timeout := time.NewTimer(keeperWait)
+		defer timeout.Stop()
+	answer:
+		for {
+			select {
+			case line, ok := <-k.lines:
+				if !ok {
+					break answer
+				}
+				if line == "released" || line == "notheld" || line == "lost" {
+					reply = line
+					break answer
+				}
+			case <-timeout.C:
+				_ = k.cmd.Process.Kill() // stalled: its lease runs out
+				break answer
 			}
 		}
 	}

@@ -314,14 +314,15 @@ func TestRunEnvironment(t *testing.T) {
 	}
 }
 
-// TestSignalForwarding: SIGTERM and SIGINT reach the command; the lock is
-// still held while it handles them and released once it has exited.
+// TestSignalForwarding: SIGTERM, SIGINT, SIGHUP and SIGQUIT reach the
+// command; the lock is still held while it handles them and released once
+// it has exited.
 func TestSignalForwarding(t *testing.T) {
 	env, c, _ := server(t)
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			script := `trap '"$BIN" status --json sig > during.json; echo "$1" > marker; exit 7' TERM INT
+			script := `trap '"$BIN" status --json sig > during.json; echo "$1" > marker; exit 7' TERM INT HUP QUIT
 echo x > started
 while :; do sleep 0.02; done`
 			p := startDL(t, dir, append(env, "BIN="+binary(t)), "run", "sig", "--", "sh", "-c", script, "sh", sig.String())
