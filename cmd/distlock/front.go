@@ -49,8 +49,30 @@ func front(cfg *runConfig, args []string, log *runLog) int {
 // waitLocked waits until the keeper holds the lock, or returns nil and the
 // exit code: the keeper's, which has said why, or 128+N for a signal.
 func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *terminal, log *runLog) (*grant, int) {
+	// The keeper ends a --wait itself, answering within keeperWait after it
+	// (Redis calls included); one stopped or hung while waiting would keep
+	// distlock waiting for good. When the bound passes, a second chance
+	// of a second: a runner that was itself stopped (Ctrl-Z) finds the
+	// answer waiting in the pipe.
+	var giveUp <-chan time.Time
+	chances := 2
+	if cfg.wait >= 0 {
+		t := time.NewTimer(cfg.wait + keeperWait)
+		defer t.Stop()
+		giveUp = t.C
+	}
 	for {
 		select {
+		case <-giveUp:
+			if chances--; chances > 0 {
+				giveUp = time.After(time.Second)
+				continue
+			}
+			log.error(evKeeperStalled, fmt.Sprintf("the lock keeper of %s did not answer within --wait %v and %v more; killing it", cfg.quoted(), cfg.wait, keeperWait),
+				aSilence(keeperWait))
+			_ = k.cmd.Process.Kill()
+			k.waitExit()
+			return nil, exitRedis
 		case sig := <-sigs:
 			if sig == syscall.SIGCONT {
 				continue

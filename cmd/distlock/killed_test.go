@@ -337,3 +337,37 @@ while [ ! -e go ]; do sleep 0.02; done`
 		t.Fatalf("a stopped runner was taken for a stalled keeper: %q", p.stderr.String())
 	}
 }
+
+// TestStalledKeeperWhileWaiting: the keeper ends a --wait; one stopped while
+// waiting would keep distlock waiting for good. The runner gives it up
+// keeperWait (and a second chance of a second) after --wait: status 69,
+// COMMAND not run.
+func TestStalledKeeperWhileWaiting(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	held, err := c.TryLock(ctxT(t, 5*time.Second), "stalled-wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctxT(t, 5*time.Second))
+	const wait = time.Second
+	p := startDL(t, dir, env, "run", "--wait", wait.String(), "stalled-wait", "--", "sh", "-c", "echo ran > ran")
+	waitInLine(t, c, "stalled-wait", p)
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGKILL) })
+	if err := syscall.Kill(keeper, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, wait+keeperWait+10*time.Second); code != exitRedis {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitRedis, p.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Fatal("COMMAND ran")
+	}
+	if !processDead(keeper) {
+		t.Errorf("the stalled keeper was left alive (state %s)", processState(keeper))
+	}
+	if !strings.Contains(p.stderr.String(), "did not answer within --wait") {
+		t.Fatalf("stderr does not explain: %q", p.stderr.String())
+	}
+}
