@@ -82,7 +82,8 @@ func TestDeathWhileWaiting(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 			t.Fatal("COMMAND ran although its keeper died before taking the lock")
 		}
-		if m := find(t, jsonLines(t, p.stderr.String()), "event", evKeeperDied); m["level"] != "ERROR" || !strings.Contains(str(m["msg"]), "not run") {
+		// COMMAND had not started: state alone.
+		if m := checkEvent(t, docEvents(t), jsonLines(t, p.stderr.String()), evKeeperDied, "state"); !strings.Contains(str(m["msg"]), "not run") {
 			t.Fatalf("keeper_died message %v", m)
 		}
 	})

@@ -141,7 +141,7 @@ func keep(cfg *runConfig, h *held, lines <-chan string, runner int, log *runLog)
 				}
 				if err := release(cfg, h, log); errors.Is(err, distlock.ErrNotHeld) {
 					log.error(evLost, fmt.Sprintf("%s was lost before %s finished (%v)", cfg.subject(), cfg.command[0], h.err()),
-						h.fenceAttr(), aCause(h.err()), aCommand(cfg.command[0]))
+						h.fenceAttr(), aCause(h.err()), aCommand(cfg.command[0]), aGrace(cfg.grace))
 					reply("notheld")
 					return exitLost
 				}
