@@ -69,3 +69,116 @@ func TestFencesSurviveRestartWithAOF(t *testing.T) {
 		t.Fatalf("fence %d after the restart, %d before", after, before)
 	}
 }
+
+// Fences keep rising when the counter is lost: a restart without
+// persistence, a FLUSHALL (or an eviction) starts it again from the
+// server's clock in microseconds, above every fence it gave before, so a
+// resource that keeps the highest fence it saw (package fence, a SQL
+// column) goes on refusing stale holders and accepts the new ones. Every
+// script that draws a fence is covered: a TryLock of a free lock
+// (try_head.lua), a fair Lock (acquire.lua), a handoff to a waiter
+// (lib.lua's offer), a read-write lock and a semaphore. Fences are exact
+// integers: two draws in a row differ by the grants they made (two for a
+// handoff: the holder's and the waiter's).
+func TestFencesRiseWhenTheCounterIsLost(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := ctxT(t, 60*time.Second)
+	draws := map[string]func(c *distlock.Client) int64{
+		"trylock": func(c *distlock.Client) int64 {
+			l, err := c.TryLock(ctx, "drawn")
+			must(t, err)
+			must(t, l.Release(ctx))
+			return l.Fence()
+		},
+		"fair": func(c *distlock.Client) int64 {
+			l, err := c.Lock(ctx, "drawn", distlock.WithFair())
+			must(t, err)
+			must(t, l.Release(ctx))
+			return l.Fence()
+		},
+		"handoff": func(c *distlock.Client) int64 {
+			held, err := c.TryLock(ctx, "handed")
+			must(t, err)
+			got := make(chan *distlock.Lock, 1)
+			go func() {
+				l, err := c.Lock(ctx, "handed")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			waitFor(t, 10*time.Second, "a waiter in line", func() bool {
+				info, err := c.Inspect(ctx, "handed")
+				return err == nil && info.Queued == 1
+			})
+			must(t, held.Release(ctx))
+			l := <-got
+			if l == nil {
+				t.FailNow()
+			}
+			must(t, l.Release(ctx))
+			return l.Fence()
+		},
+		"rwmutex": func(c *distlock.Client) int64 {
+			rw, err := c.NewRWMutex("drawn-rw")
+			must(t, err)
+			l, err := rw.TryLock(ctx)
+			must(t, err)
+			must(t, l.Release(ctx))
+			return l.Fence()
+		},
+		"semaphore": func(c *distlock.Client) int64 {
+			sem, err := c.NewSemaphore("drawn-sem", 2)
+			must(t, err)
+			l, err := sem.TryAcquire(ctx)
+			must(t, err)
+			must(t, l.Release(ctx))
+			return l.Fence()
+		},
+	}
+	losses := []struct {
+		name string
+		lose func()
+	}{
+		{"restart without persistence", func() { srv.Restart(t) }},
+		{"FLUSHALL", func() { must(t, rdb.FlushAll(ctx).Err()) }},
+	}
+	for name, draw := range draws {
+		for _, loss := range losses {
+			t.Run(name+"/"+loss.name, func(t *testing.T) {
+				c := distlock.New(srv.Client(t))
+				before := draw(c)
+				if next := draw(c); next-before != grants(name) {
+					t.Fatalf("fences %d then %d, want %d apart", before, next, grants(name))
+				}
+				c.Close()
+				loss.lose()
+				c = distlock.New(srv.Client(t))
+				defer c.Close()
+				after := draw(c)
+				if after <= before+grants(name) {
+					t.Fatalf("fence %d after the counter was lost, %d before", after, before+grants(name))
+				}
+				if next := draw(c); next-after != grants(name) {
+					t.Fatalf("fences %d then %d after the loss, want %d apart", after, next, grants(name))
+				}
+			})
+		}
+	}
+}
+
+// grants is how many fences a draw of TestFencesRiseWhenTheCounterIsLost takes.
+func grants(draw string) int64 {
+	if draw == "handoff" {
+		return 2
+	}
+	return 1
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -241,10 +241,13 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	var won atomic.Bool
 	// Node calls outlive the decision; each gives back what it was granted
 	// once the attempt is known to have failed.
+	var top int64 // the grant's fence, once settled
 	late := func(i int, res nodeResult) {
 		<-settled
 		if !won.Load() {
 			q.giveBack(i, r.names, token)
+		} else if v, _ := res.val.([]int64); isGrant(res) && v[1] != top {
+			q.settleFence(i, r.names, token, top) // as raiseFences did on the others
 		}
 	}
 	grant, ttl := tryGrant(token, r.tail), r.cfg.ttl.Milliseconds()
@@ -252,7 +255,7 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 		return tryReply(tryScript.run(ctx, rdb, r.names.keys[:2], grant, ttl), nil)
 	}, q.decided(isGrant), late)
 	errs := make([]error, len(res))
-	grants, top, holderTTL := 0, int64(0), time.Duration(-1)
+	grants, holderTTL := 0, time.Duration(-1)
 	var fences []int64
 	for i, x := range res {
 		v, _ := x.val.([]int64)
@@ -274,7 +277,7 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	}
 	ok := grants >= q.majority() && r.cfg.ttl-time.Since(start)-drift(r.cfg.ttl) > 0
 	if ok && slices.ContainsFunc(fences, func(f int64) bool { return f != top }) {
-		ok = q.raiseFences(ctx, r, res, top, errs)
+		ok = q.raiseFences(ctx, r, token, res, top, errs)
 	}
 	won.Store(ok)
 	close(settled)
@@ -306,15 +309,23 @@ func (q *quorum) giveBack(i int, names keyNames, token string) {
 	})
 }
 
+// settleFence runs raise_fence.lua, in the background, on node i, which
+// granted token after the attempt was decided.
+func (q *quorum) settleFence(i int, names keyNames, token string, top int64) {
+	q.c.background(func(ctx context.Context) {
+		_ = raiseFenceScript.run(ctx, q.nodes[i], []string{names.fence, names.keys[0]}, top, token).Err()
+	})
+}
+
 // raiseFences lifts the granting nodes' counters to top, and reports
 // whether a majority holds top afterwards; it returns as soon as the
 // answers decide that.
-func (q *quorum) raiseFences(ctx context.Context, r *request, acq []nodeResult, top int64, errs []error) bool {
+func (q *quorum) raiseFences(ctx context.Context, r *request, token string, acq []nodeResult, top int64, errs []error) bool {
 	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
 		if !isGrant(acq[i]) {
 			return nil, errHeldOnNode
 		}
-		return raiseFenceScript.run(ctx, rdb, []string{r.names.fence}, top).Int64()
+		return raiseFenceScript.run(ctx, rdb, []string{r.names.fence, r.names.keys[0]}, top, token).Int64()
 	}, q.decided(func(x nodeResult) bool { return x.err == nil }), nil)
 	ok := 0
 	for i, x := range res {

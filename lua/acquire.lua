@@ -62,7 +62,7 @@ elseif (not fair or head) and redis.call('EXISTS', KEYS[3]) == 1 then
   -- (a fair call that found the line empty above knows it still is)
   line = '1'
 end
-local fence = redis.call('INCR', KEYS[2])
+local fence = draw()
 redis.call('SET', KEYS[1], grant(fence, since, token, line, tail), 'PX', ttl)
 if ARGV[12] == '1' then
   redis.call(ARGV[9], KEYS[1] .. ':released', 'a')

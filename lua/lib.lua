@@ -26,8 +26,26 @@ local function parse(v)
   return string.match(v, '^(%d+) (%d+) (%S+) ([01]) (.*)$')
 end
 
+-- grant formats a lock's value. A fence is formatted with %d: Lua's own
+-- number format (%.14g) would print a clock-seeded fence (draw) as 1.7e+15.
 local function grant(fence, since, holds, line, tail)
-  return fence .. ' ' .. since .. ' ' .. holds .. ' ' .. line .. ' ' .. tail
+  return string.format('%d', fence) .. ' ' .. since .. ' ' .. holds .. ' ' .. line .. ' ' .. tail
+end
+
+-- draw takes the next fence from the counter KEYS[2]. A missing counter (a
+-- restart without persistence, FLUSHALL, an eviction) starts again from the
+-- server's clock in microseconds, not from 1: above every fence it gave
+-- before, unless it gave more than one a microsecond or the clock went back,
+-- so that resources keep refusing stale holders and accept new ones.
+-- try_head.lua, which runs without this prelude, does the same inline.
+local function draw()
+  local fence = redis.call('INCR', KEYS[2])
+  if fence == 1 then
+    local t = redis.call('TIME')
+    fence = t[1] * 1000000 + t[2]
+    redis.call('SET', KEYS[2], string.format('%d', fence))
+  end
+  return fence
 end
 
 local skew_ms = 5
@@ -64,8 +82,8 @@ end
 -- offer draws a fence for a grant to token and tells the waiter's client;
 -- returns the fence if someone heard it, else nil (the waiter is gone).
 local function offer(pub, client, token, link)
-  local fence = redis.call('INCR', KEYS[2])
-  local msg = 'g ' .. fence .. ' ' .. token
+  local fence = draw()
+  local msg = 'g ' .. string.format('%d', fence) .. ' ' .. token
   if link and link ~= '' then
     msg = msg .. ' ' .. link
   end

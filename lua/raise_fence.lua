@@ -1,10 +1,19 @@
--- raise_fence: lift a node's fence counter to the fence a quorum grant
--- chose, so that any later majority sees it (majorities overlap).
--- KEYS[1] fence counter
+-- raise_fence: settle a node on the fence a quorum grant chose (the largest
+-- of its majority): lift the node's counter to it, so that any later
+-- majority sees it (majorities overlap), and store it in the node's copy of
+-- the grant, so that every node answers a reentry with the grant's one
+-- fence, whichever majority answers first.
+-- KEYS[1] fence counter, KEYS[2] lock
 -- ARGV[1] fence
+-- ARGV[2] token   the grant's, its only hold
 -- returns 1.
 local f = tonumber(ARGV[1])
 if tonumber(redis.call('GET', KEYS[1]) or '0') < f then
-  redis.call('SET', KEYS[1], f)
+  redis.call('SET', KEYS[1], ARGV[1]) -- not f: a number argument may be formatted as 1.7e+15
+end
+local v = redis.call('GET', KEYS[2])
+local fence, since, holds, rest = string.match(v or '', '^(%d+) (%d+) (%S+) (.*)$')
+if holds == ARGV[2] and fence ~= ARGV[1] then
+  redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. since .. ' ' .. holds .. ' ' .. rest, 'KEEPTTL')
 end
 return 1

@@ -19,7 +19,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not he
   if head then
     redis.call('LPOP', KEYS[3])
   end
-  local fence = redis.call('INCR', KEYS[2])
+  local fence = draw()
   local value = grant(fence, since, token, '1', tail)
   if want == 'w' then
     redis.call('SET', KEYS[1], value, 'PX', ttl)

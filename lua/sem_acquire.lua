@@ -24,7 +24,7 @@ if held < n and (not head or head == entry) then
   if head then
     redis.call('LPOP', KEYS[3])
   end
-  local fence = redis.call('INCR', KEYS[2])
+  local fence = draw()
   hold_shared(token, ttl, grant(fence, since, token, '1', tail), now, held)
   if not have then
     redis.call('HSET', KEYS[5], '!n', limit)

@@ -17,7 +17,12 @@
 -- A fence drawn for an attempt that fails is skipped: fences only need to
 -- increase.
 local fence = redis.call('INCR', KEYS[2])
-local tried = redis.call('SET', KEYS[1], fence .. ' ' .. ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
+if fence == 1 then -- a missing counter: as draw() in lib.lua
+  local t = redis.call('TIME')
+  fence = t[1] * 1000000 + t[2]
+  redis.call('SET', KEYS[2], string.format('%d', fence))
+end
+local tried = redis.call('SET', KEYS[1], string.format('%d ', fence) .. ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
 if not tried then
   if ARGV[3] then
     redis.call(ARGV[3], KEYS[1] .. ':released', 'a')

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,9 +48,10 @@ func TestClusterURL(t *testing.T) {
 
 	dir := t.TempDir()
 	p := startDL(t, dir, env, "run", "--wait", "0", "c:job", "--", "sh", "-c", `echo "$DISTLOCK_FENCE" > fence`)
-	if code := p.wait(t, 20*time.Second); code != 0 || strings.TrimSpace(readFile(t, filepath.Join(dir, "fence"))) != "1" {
+	if code := p.wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("run: exit %d %s", code, p.stderr.String())
 	}
+	fenceOf(t, filepath.Join(dir, "fence"))
 	if code, _, stderr := dl(t, env, "run", "--wait", "0", "c:03", "--", "true"); code != exitNotObtained {
 		t.Fatalf("run on a held key: exit %d %s", code, stderr)
 	}
@@ -69,14 +71,18 @@ func TestSentinelURL(t *testing.T) {
 	env := []string{"DISTLOCK_REDIS_URL=" + url, "BIN=" + binary(t)}
 	script := `echo "$DISTLOCK_FENCE" > fence; "$BIN" status --json "$DISTLOCK_KEY" > status.json`
 
-	for round, want := range []string{"1", "2"} {
+	var first int64
+	for round := range 2 {
 		dir := t.TempDir()
 		p := startDL(t, dir, env, "run", "--wait", "5s", "s:job", "--", "sh", "-c", script)
 		if code := p.wait(t, 20*time.Second); code != 0 {
 			t.Fatalf("round %d: exit %d %s", round, code, p.stderr.String())
 		}
-		if f := strings.TrimSpace(readFile(t, filepath.Join(dir, "fence"))); f != want {
-			t.Fatalf("round %d: fence %s, want %s", round, f, want)
+		// The counter reached the new master: the next fence is the next one.
+		if f := fenceOf(t, filepath.Join(dir, "fence")); round == 0 {
+			first = f
+		} else if f != first+1 {
+			t.Fatalf("round %d: fence %d, want %d", round, f, first+1)
 		}
 		if st := readFile(t, filepath.Join(dir, "status.json")); !strings.Contains(st, `"key": "s:job"`) {
 			t.Fatalf("round %d: status: %s", round, st)
@@ -89,4 +95,15 @@ func TestSentinelURL(t *testing.T) {
 			s.Failover(t)
 		}
 	}
+}
+
+// fenceOf reads the DISTLOCK_FENCE a COMMAND wrote to path: a positive
+// integer (a fresh counter starts from the server's clock in µs, not 1).
+func fenceOf(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := strconv.ParseInt(strings.TrimSpace(readFile(t, path)), 10, 64)
+	if err != nil || f <= 0 {
+		t.Fatalf("fence %q: %v", readFile(t, path), err)
+	}
+	return f
 }
