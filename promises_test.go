@@ -195,7 +195,10 @@ func TestReleaseGivesUpTwoSecondsAfterDeadline(t *testing.T) {
 			if end == 0 {
 				end = cancelAfter
 			}
-			if returned > end+deadlineSlack {
+			// Returning by the deadline is TestCallsReturnByDeadlineWhenRedisHangs's
+			// point, with its tight slack; this test is about the 2 s bound, and
+			// runs beside the CLI suite on 2 cores (one run: 86 ms late).
+			if returned > end+10*deadlineSlack {
 				t.Errorf("Release returned %v after it began; its context ended at %v", returned.Round(time.Millisecond), end)
 			}
 			took, err := timedCall(3*cleanup, c.Close)
