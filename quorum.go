@@ -309,12 +309,15 @@ func (q *quorum) giveBack(i int, names keyNames, token string) {
 	})
 }
 
-// settleFence runs raise_fence.lua, in the background, on node i, which
-// granted token after the attempt was decided.
+// settleFence raises, in the background, the fence of node i, which granted
+// token after the attempt was decided.
 func (q *quorum) settleFence(i int, names keyNames, token string, top int64) {
-	q.c.background(func(ctx context.Context) {
-		_ = raiseFenceScript.run(ctx, q.nodes[i], []string{names.fence, names.keys[0]}, top, token).Err()
-	})
+	q.c.background(func(ctx context.Context) { _ = raiseFence(ctx, q.nodes[i], names, token, top).Err() })
+}
+
+// raiseFence settles one node on the grant's fence top (raise_fence.lua).
+func raiseFence(ctx context.Context, rdb redis.UniversalClient, names keyNames, token string, top int64) *redis.Cmd {
+	return raiseFenceScript.run(ctx, rdb, []string{names.fence, names.keys[0]}, top, token)
 }
 
 // raiseFences lifts the granting nodes' counters to top, and reports
@@ -325,7 +328,7 @@ func (q *quorum) raiseFences(ctx context.Context, r *request, token string, acq 
 		if !isGrant(acq[i]) {
 			return nil, errHeldOnNode
 		}
-		return raiseFenceScript.run(ctx, rdb, []string{r.names.fence, r.names.keys[0]}, top, token).Int64()
+		return raiseFence(ctx, rdb, r.names, token, top).Int64()
 	}, q.decided(func(x nodeResult) bool { return x.err == nil }), nil)
 	ok := 0
 	for i, x := range res {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -209,5 +212,60 @@ func TestQuorumReentrantAndBadOptions(t *testing.T) {
 	}
 	if _, err := distlock.NewQuorum(nil).TryLock(ctx, "x"); !errors.Is(err, distlock.ErrNilClient) {
 		t.Fatalf("empty quorum: %v", err)
+	}
+}
+
+// A node that grants after the quorum decided holds its own copy of the
+// grant, drawn from its own counter: the acquire settles it on the grant's
+// fence in the background, so that a later majority that includes it (a
+// reentrant Lock answered by other nodes first) returns the grant's one
+// fence.
+func TestQuorumLateNodeGetsTheGrantsFence(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	slow := faultproxy.Start(t, servers[2].Addr)
+	nodes := []redis.UniversalClient{servers[0].Client(t), servers[1].Client(t),
+		redis.NewClient(&redis.Options{Addr: slow.Addr(), ContextTimeoutEnabled: true})}
+	t.Cleanup(func() { nodes[2].Close() })
+	c := distlock.NewQuorum(nodes)
+	t.Cleanup(func() { c.Close() }) // after the node frozen below is continued
+	ctx := ctxT(t, 20*time.Second)
+
+	// The third node answers late, and its counter, started from its clock
+	// at its first draw, is then ahead of the other two.
+	slow.SetLatency(200 * time.Millisecond)
+	l1, err := c.TryLock(ctx, "late", distlock.WithOwner("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := servers[2].Client(t)
+	fenceOn := func(rdb *redis.Client) int64 {
+		v, err := rdb.Get(ctx, "distlock:{late}").Result()
+		if errors.Is(err, redis.Nil) {
+			return 0 // the late grant has not arrived yet
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		f, _, _ := strings.Cut(v, " ")
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatalf("value %q: %v", v, err)
+		}
+		return n
+	}
+	waitFor(t, 5*time.Second, "the late node settled on the grant's fence", func() bool {
+		return fenceOn(third) == l1.Fence()
+	})
+
+	// Now the first node is the slow one: the reentry is answered by the
+	// second and the third.
+	slow.SetLatency(0)
+	servers[0].Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { servers[0].Signal(syscall.SIGCONT) })
+	l2, err := c.TryLock(ctx, "late", distlock.WithOwner("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Fence() != l1.Fence() {
+		t.Fatalf("reentry answered by the other majority: fence %d, the grant's %d", l2.Fence(), l1.Fence())
 	}
 }
