@@ -61,6 +61,7 @@ const (
 	extendTaken                          // another grant holds the lock
 	extendUnacked                        // reset, but too few replicas acknowledged
 	extendUndecided                      // quorum: neither a majority nor its loss yet
+	extendLate                           // a renewal refused by its guard: too little lease left
 )
 
 // cleanupTimeout bounds the work that goes on after its caller returned: a

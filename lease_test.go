@@ -15,6 +15,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -399,4 +401,182 @@ func TestRenewalAfterScriptFlush(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLateRenewalDoesNotOutliveTheLoss delays every request on its way to
+// Redis by 2s (answers come back at once) under a 3s lease. The grant
+// reaches Redis 2s after it was sent, so the server's lease ends 2s later
+// than the local deadline, which counts from the send. The first renewal,
+// sent when the grant comes back, reaches Redis after that deadline, once
+// Lost has fired, but while the lease is still on. Applied, it would keep
+// the lease for a holder that was told it lost it, and nobody else could
+// take the lock for another TTL. Its guard must refuse it: another client
+// gets the lock once the grant's own lease ends. Each primitive's extend
+// script is covered: a lock (extend_head.lua), a write lock and a read lock
+// (both branches of shared_extend.lua) and a semaphore's permit.
+func TestLateRenewalDoesNotOutliveTheLoss(t *testing.T) {
+	const (
+		ttl      = 3 * time.Second
+		upstream = 2 * time.Second
+	)
+	srv := redistest.Start(t)
+	other := distlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	kinds := []struct {
+		name  string
+		take  take
+		taken func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) // by another client, at once
+	}{
+		{"lock", func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error) {
+			return c.TryLock(ctx, "late-lock", opts...)
+		}, func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) {
+			return c.TryLock(ctx, "late-lock")
+		}},
+		{"write", func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error) {
+			return rwMutex(c, "late-write").TryLock(ctx, opts...)
+		}, func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) {
+			return rwMutex(c, "late-write").TryLock(ctx)
+		}},
+		{"read", func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error) {
+			return rwMutex(c, "late-read").TryRLock(ctx, opts...)
+		}, func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) {
+			return rwMutex(c, "late-read").TryLock(ctx)
+		}},
+		{"permit", func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error) {
+			return semaphore1(c, "late-permit").TryAcquire(ctx, opts...)
+		}, func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) {
+			return semaphore1(c, "late-permit").TryAcquire(ctx)
+		}},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t, 30*time.Second)
+			l, sent := lateGrant(t, ctx, srv, k.take, ttl, upstream)
+			serverEnd := sent.Add(upstream + ttl) // the grant reached Redis no earlier than sent+upstream
+			select {
+			case <-l.Lost():
+			case <-time.After(time.Until(sent.Add(ttl + ttl/2))):
+				t.Fatalf("Lost did not fire by ttl+ttl/2 after the grant was sent")
+			}
+			if !errors.Is(l.Err(), distlock.ErrUnreachable) {
+				t.Fatalf("cause %v, want ErrUnreachable", l.Err())
+			}
+			// The renewal reaches Redis about upstream after the grant
+			// came back, before serverEnd; applied, it would keep the
+			// lease until about sent+2*upstream+ttl.
+			giveUp := serverEnd.Add(ttl / 3)
+			for {
+				got, err := k.taken(other, ctx)
+				if err == nil {
+					t.Logf("taken by another client %v after the grant's lease ended", time.Since(serverEnd).Round(time.Millisecond))
+					_ = got.Release(ctx)
+					break
+				}
+				if !errors.Is(err, distlock.ErrNotObtained) {
+					t.Fatal(err)
+				}
+				if time.Now().After(giveUp) {
+					t.Fatalf("still held %v after the grant's lease ended: a renewal that arrived after Lost fired kept it", time.Since(serverEnd).Round(time.Millisecond))
+				}
+				time.Sleep(20 * time.Millisecond) // polling Redis
+			}
+		})
+	}
+}
+
+// rwMutex and semaphore1 make primitives whose names are valid.
+func rwMutex(c *distlock.Client, name string) *distlock.RWMutex {
+	rw, err := c.NewRWMutex(name)
+	if err != nil {
+		panic(err)
+	}
+	return rw
+}
+
+func semaphore1(c *distlock.Client, name string) *distlock.Semaphore {
+	s, err := c.NewSemaphore(name, 1)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+type take func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error)
+
+// lateGrant takes a hold with take under lease ttl through a proxy that
+// delays every request to srv by upstream, from a Client whose connections
+// and scripts were set up before the delay. It returns the hold and when
+// its grant was sent.
+func lateGrant(t *testing.T, ctx context.Context, srv *redistest.Server, take take, ttl, upstream time.Duration) (*distlock.Lock, time.Time) {
+	t.Helper()
+	p := faultproxy.Start(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	c := distlock.New(rdb)
+	t.Cleanup(func() {
+		c.Close()
+		rdb.Close()
+	})
+	// Connect and load the scripts (Extend's is the renewal's) before the
+	// delay: each would cost a delayed round trip.
+	warm, err := take(c, ctx, distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Extend(ctx, ttl); err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Renewals are pipelines, which go-redis sends on connections of their
+	// own: set one up too.
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	p.SetUpstreamLatency(upstream)
+	sent := time.Now()
+	l, err := take(c, ctx, distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, sent
+}
+
+// TestExtendLandingAfterTheLoss sets up the grant of
+// TestLateRenewalDoesNotOutliveTheLoss and calls Extend as the grant comes
+// back. Extend carries no guard: it reaches Redis after Lost fired, while
+// the lease is still on, and renews it. It must not report success for a
+// lock that was declared lost, and the Release that follows must free the
+// lease it renewed, so that another client gets the lock at once.
+func TestExtendLandingAfterTheLoss(t *testing.T) {
+	const (
+		ttl      = 3 * time.Second
+		upstream = 2 * time.Second
+	)
+	srv := redistest.Start(t)
+	other := distlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	ctx := ctxT(t, 30*time.Second)
+	l, _ := lateGrant(t, ctx, srv, func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error) {
+		return c.TryLock(ctx, "late-extend", opts...)
+	}, ttl, upstream)
+	err := l.Extend(ctx, ttl)
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatalf("Extend returned (%v) before the loss it was meant to land after", err)
+	}
+	if !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Extend that landed after Lost fired: %v, want ErrNotHeld", err)
+	}
+	if _, err := other.TryLock(ctx, "late-extend"); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("the late Extend did not renew the lease (TryLock: %v): the test proves nothing", err)
+	}
+	_ = l.Release(ctx) // the program's deferred Release
+	got, err := other.TryLock(ctx, "late-extend")
+	if err != nil {
+		t.Fatalf("after Release of the lost lock: %v", err)
+	}
+	_ = got.Release(ctx)
 }

@@ -27,9 +27,13 @@ type Lock struct {
 	renew      bool
 	since      time.Time // when the hold began, for EventHoldEnded
 
-	mu      sync.Mutex
-	ttl     time.Duration // the lease renewal keeps
-	valid   time.Time     // local validity deadline: lease start + ttl - drift
+	mu    sync.Mutex
+	ttl   time.Duration // the lease renewal keeps
+	valid time.Time     // local validity deadline: lease start + ttl - drift
+	// slack is how much later than valid the server's lease may end: the
+	// round trip of the call that set it, since Redis ran it at some
+	// moment of that trip, plus drift
+	slack   time.Duration
 	renewAt time.Time
 	state   lockState
 	cause   error
@@ -66,6 +70,7 @@ func newLock(c *Client, r *request, fence int64, start time.Time, lease time.Dur
 		l.since = time.Now()
 	}
 	l.valid = start.Add(lease - drift(lease))
+	l.slack = time.Since(start) + drift(lease)
 	l.renewAt = start.Add(lease / 3)
 	c.track(l)
 	return l
@@ -249,8 +254,10 @@ func (l *Lock) lostBeforeRelease(cause error) {
 // Extend resets the lease to ttl from now and makes ttl the lease that
 // renewal keeps. On a reentrant lock with other holds the lease is theirs
 // too: Extend (and renewal) lengthens it to ttl but never shortens it. It
-// returns ErrNotHeld, changing nothing, when the lock is no longer held,
-// ErrInvalidTTL for a ttl outside [1ms, MaxTTL], and
+// returns ErrNotHeld, changing nothing, when the lock is no longer held
+// (and ErrNotHeld too if it was lost while the call was under way: Redis
+// may then have renewed a lease that Release frees), ErrInvalidTTL for a
+// ttl outside [1ms, MaxTTL], and
 // otherwise wraps the Redis error (the lock stays held and renewed, valid
 // for the shorter of its old lease and ttl until a renewal confirms it).
 // A nil ctx gets ErrNilContext, and renewal goes on as before.
@@ -297,12 +304,18 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	switch out {
 	case extendDone:
 		l.mu.Lock()
-		if l.state == held && !l.renewing && l.ttl == ttl {
+		state := l.state
+		if state == held && !l.renewing && l.ttl == ttl {
 			l.confirmLocked(start)
 		} else {
 			l.renewAt = time.Now() // a renewal in flight may have set another lease
 		}
 		l.mu.Unlock()
+		if state != held {
+			// Redis renewed a lease the Lock gave up meanwhile (its
+			// deadline passed, or Release ran): Release frees it.
+			return ErrNotHeld
+		}
 		l.client.track(l)
 		return nil
 	case extendUnacked:
@@ -439,10 +452,23 @@ func (l *Lock) confirm(ctx context.Context, start time.Time) error {
 		}
 		l.mu.Lock()
 		l.valid = start.Add(left - drift(l.ttl))
+		l.slack = time.Since(start) + drift(l.ttl)
 		l.mu.Unlock()
 	}
 	l.client.track(l)
 	return nil
+}
+
+// guard is the least lease, in ms, that Redis must still have for a
+// renewal of l to apply (ARGV[3] of the extend scripts). A renewal that
+// finds less may have been held up in the network past valid, when the
+// scheduler declared l lost: extending the lease then would leave it held
+// by nobody for another TTL. The server's lease ends at most slack after
+// valid, and one more drift covers the two clocks' rates.
+func (l *Lock) guard() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64((l.slack + drift(l.ttl) + time.Millisecond - 1) / time.Millisecond)
 }
 
 func (l *Lock) lease() time.Duration {
@@ -462,6 +488,7 @@ func (l *Lock) isHeld() bool {
 // deadline keeps a drift margin before it.
 func (l *Lock) confirmLocked(start time.Time) {
 	l.valid = start.Add(l.ttl - drift(l.ttl))
+	l.slack = time.Since(start) + drift(l.ttl)
 	l.renewAt = start.Add(l.ttl / 3)
 	l.lastErr = nil
 }

@@ -480,7 +480,7 @@ func countRenewals(res []nodeResult, n int) (renewed, notHeld []int) {
 		answers, _ := node.val.([]renewResult)
 		for j, x := range answers {
 			switch {
-			case x.err != nil:
+			case x.err != nil, x.out == extendLate:
 			case x.out == extendDone:
 				renewed[j]++
 			default:

@@ -50,7 +50,16 @@ type renewResult struct {
 	start time.Time     // when the renewal was sent
 	ttl   time.Duration // the lease it asked for
 	out   extendOutcome
+	left  time.Duration // the lease Redis had left, when out is extendLate
 	err   error
+}
+
+// failure is why a renewal failed, nil when it did not fail that way.
+func (x renewResult) failure() error {
+	if x.out == extendLate {
+		return fmt.Errorf("a renewal reached Redis with only %v of the lease left", x.left)
+	}
+	return x.err
 }
 
 func startRenewer(c *Client) *renewer {
@@ -250,10 +259,10 @@ func firstDue(batch []*Lock) time.Time {
 func (r *renewer) observe(res []renewResult, lag time.Duration) {
 	e := Event{Kind: EventRenewal, Batch: len(res), Lag: max(lag, 0)}
 	for _, x := range res {
-		if x.err != nil || x.out == extendUndecided {
+		if x.err != nil || x.out == extendUndecided || x.out == extendLate {
 			e.Failed++
 			if e.Err == nil {
-				e.Err = x.err
+				e.Err = x.failure()
 			}
 		}
 	}
@@ -312,12 +321,32 @@ func (l *Lock) applyRenewal(x renewResult) {
 		l.lastErr = x.err
 		// Retry soon, but not in a tight loop against a failing server.
 		l.renewAt = time.Now().Add(max(l.ttl/10, time.Millisecond))
+	case x.out == extendLate:
+		l.lateRenewalLocked(x)
 	case x.out != extendDone:
 		l.endLocked(lost, lossCause(x.out))
 	case x.ttl != l.ttl:
 		l.renewAt = time.Now() // Extend changed the lease meanwhile: renew with it
 	default:
 		l.confirmLocked(x.start)
+	}
+}
+
+// lateRenewalLocked takes in a renewal that Redis refused because less
+// lease was left than its guard. Its answer came back, so the lease runs at
+// least left from the renewal's start: that bound, known within one round
+// trip, replaces one that may have been far looser (a grant handed over
+// after a long wait), and a retry, whose guard is then that round trip,
+// goes out at once if it can still pass. Otherwise the lock runs out.
+func (l *Lock) lateRenewalLocked(x renewResult) {
+	l.lastErr = x.failure()
+	if bound := x.start.Add(x.left - drift(l.ttl)); bound.After(l.valid) {
+		l.valid = bound
+		l.slack = time.Since(x.start) + drift(l.ttl)
+	}
+	l.renewAt = l.valid
+	if x.left > 2*(l.slack+drift(l.ttl)) {
+		l.renewAt = time.Now()
 	}
 }
 

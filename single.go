@@ -477,7 +477,7 @@ func pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Loc
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range batch {
 			res[i].l, res[i].ttl = l, l.lease()
-			cmds[i] = p.Do(ctx, l.kind.extend.evalsha(l.kind.holdKeys(l.names), l.token, res[i].ttl.Milliseconds())...)
+			cmds[i] = p.Do(ctx, l.kind.extend.evalsha(l.kind.holdKeys(l.names), l.token, res[i].ttl.Milliseconds(), l.guard())...)
 		}
 		if ack.replicas > 0 {
 			wait = ack.queueWait(ctx, p)
@@ -485,6 +485,11 @@ func pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Loc
 		return nil
 	})
 	for i, cmd := range cmds {
+		if late, ok := cmd.Val().([]any); ok && len(late) == 1 {
+			left, _ := late[0].(int64)
+			res[i].out, res[i].left = extendLate, time.Duration(left)*time.Millisecond
+			continue
+		}
 		v, err := cmd.Int64()
 		res[i].out, res[i].err = extendReply(v, true), err
 	}

@@ -292,3 +292,44 @@ func TestGlobSealed(t *testing.T) {
 		}
 	}
 }
+
+// TestLateRenewal covers what a renewal that Redis refused for its guard
+// does to the Lock: the answer bounds the lease within one round trip, so
+// the lock keeps it and retries at once while a retry can pass its guard,
+// and otherwise runs out at its deadline.
+func TestLateRenewal(t *testing.T) {
+	const ttl = 3 * time.Second
+	now := time.Now()
+	fresh := func() *Lock {
+		// a grant handed over after a long wait: the lease is known only
+		// within 2s
+		return &Lock{ttl: ttl, state: held, renew: true, renewing: true, heapIdx: -1,
+			valid: now.Add(100 * time.Millisecond), slack: 2 * time.Second, renewAt: now}
+	}
+	if g := fresh().guard(); g != (2*time.Second + drift(ttl)).Milliseconds() {
+		t.Fatalf("guard %dms, want the slack plus one drift", g)
+	}
+
+	l := fresh()
+	start := now.Add(-10 * time.Millisecond)
+	l.applyRenewal(renewResult{l: l, start: start, ttl: ttl, out: extendLate, left: 1500 * time.Millisecond})
+	if want := start.Add(1500*time.Millisecond - drift(ttl)); !l.valid.Equal(want) || l.state != held {
+		t.Fatalf("after a late answer with 1.5s left: valid %v, state %v; want %v, held", l.valid.Sub(now), l.state, want.Sub(now))
+	}
+	if l.slack >= time.Second || l.guard() >= 1500 {
+		t.Fatalf("slack %v, guard %dms: the answer's round trip should bound the lease", l.slack, l.guard())
+	}
+	if l.renewAt.After(time.Now()) || l.renewing {
+		t.Fatalf("renewAt in %v, renewing %v: a retry that can pass should go out at once", time.Until(l.renewAt), l.renewing)
+	}
+	if !strings.Contains(fmt.Sprint(l.lastErr), "1.5s of the lease left") {
+		t.Fatalf("lastErr %v", l.lastErr)
+	}
+
+	l = fresh()
+	l.applyRenewal(renewResult{l: l, start: start, ttl: ttl, out: extendLate, left: 20 * time.Millisecond})
+	if !l.valid.Equal(now.Add(100*time.Millisecond)) || !l.renewAt.Equal(l.valid) || l.state != held {
+		t.Fatalf("after a late answer with 20ms left: valid %v, renewAt %v, state %v; want the old deadline and no retry before it",
+			l.valid.Sub(now), l.renewAt.Sub(now), l.state)
+	}
+}

@@ -3,8 +3,13 @@
 -- KEYS[1] lock
 -- ARGV[1] token
 -- ARGV[2] ttl     new lease in ms
+-- ARGV[3] guard   optional, given by the renewer: the least lease, in ms,
+--                 that must be left for the renewal to apply. With less
+--                 left, it may have been delayed past the moment its
+--                 holder's loss signal fired, and extending then would
+--                 keep a lease that nobody holds.
 -- returns 1 when extended, 0 when the lock is gone, -1 when it is another
--- grant's.
+-- grant's, {lease left in ms} when refused by the guard.
 local _, _, holds = parse(v)
 if not holds or not holds_token(holds, ARGV[1]) then
   return -1
@@ -13,7 +18,11 @@ end
 -- theirs too, and each hold's loss signal counts on the lease it last set,
 -- so a hold with a shorter TTL may lengthen it but never cut it short
 -- (as held() in holds.lua does on a reentry).
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+local left = redis.call('PTTL', KEYS[1])
+if ARGV[3] and left < tonumber(ARGV[3]) then
+  return {left}
+end
+if left < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 1

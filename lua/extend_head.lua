@@ -10,6 +10,12 @@ end
 local a = string.find(v, ' ', 1, true)
 local b = a and string.find(v, ' ', a + 1, true)
 if b and string.sub(v, b + 1, b + #ARGV[1] + 1) == ARGV[1] .. ' ' then
+  if ARGV[3] then -- a renewal: refuse it if it came too late (extend.lua)
+    local left = redis.call('PTTL', KEYS[1])
+    if left < tonumber(ARGV[3]) then
+      return {left}
+    end
+  end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

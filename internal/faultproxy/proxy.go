@@ -42,6 +42,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	latency   time.Duration
+	upstream  time.Duration // more latency, client to server only
 	jitter    time.Duration
 	blackhole bool
 	closed    bool
@@ -84,6 +85,16 @@ func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Unlock()
 }
 
+// SetUpstreamLatency delays data from clients to the server by d more than
+// the latency, leaving answers as they are: a request then reaches the
+// server long after it was sent, while the client hears back at once once
+// it got there.
+func (p *Proxy) SetUpstreamLatency(d time.Duration) {
+	p.mu.Lock()
+	p.upstream = d
+	p.mu.Unlock()
+}
+
 // SetJitter adds a random delay in [0,d) to each chunk of data read after
 // the call, on top of the latency. Order is still preserved: a chunk never
 // overtakes one read before it.
@@ -114,12 +125,15 @@ func (p *Proxy) blackholed() bool {
 	return p.blackhole
 }
 
-// due returns when data read now is to be delivered, and false when it is
-// to be dropped.
-func (p *Proxy) due() (time.Time, bool) {
+// due returns when data read now is to be delivered, upstream when it goes
+// to the server, and false when it is to be dropped.
+func (p *Proxy) due(upstream bool) (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := p.latency
+	if upstream {
+		d += p.upstream
+	}
 	if p.jitter > 0 {
 		d += rand.N(p.jitter)
 	}
@@ -201,8 +215,8 @@ func (p *Proxy) connect(client net.Conn) {
 	p.links[l] = struct{}{}
 	p.wg.Add(4)
 	p.mu.Unlock()
-	l.forward(client, server)
-	l.forward(server, client)
+	l.forward(client, server, true)
+	l.forward(server, client, false)
 }
 
 // link is one proxied connection: a client side and a server side.
@@ -274,20 +288,21 @@ func (q *queue) pop() (chunk, bool) {
 	return c, true
 }
 
-// forward starts the reader and the writer of the direction src to dst.
-func (l *link) forward(src, dst net.Conn) {
+// forward starts the reader and the writer of the direction src to dst,
+// which is the server's if upstream.
+func (l *link) forward(src, dst net.Conn, upstream bool) {
 	q := &queue{wake: make(chan struct{}, 1)}
-	go l.read(src, q)
+	go l.read(src, q, upstream)
 	go l.write(dst, q)
 }
 
 // read timestamps what src sends and queues it, never waiting for delivery.
-func (l *link) read(src net.Conn, q *queue) {
+func (l *link) read(src net.Conn, q *queue, upstream bool) {
 	defer l.p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		due, pass := l.p.due()
+		due, pass := l.p.due(upstream)
 		if n > 0 && pass {
 			q.push(chunk{data: bytes.Clone(buf[:n]), due: due})
 		}

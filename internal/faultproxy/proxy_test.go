@@ -110,6 +110,22 @@ func TestLatency(t *testing.T) {
 	}
 }
 
+// TestUpstreamLatency checks that SetUpstreamLatency(d) delays requests
+// only: a round trip takes d longer, not 2d.
+func TestUpstreamLatency(t *testing.T) {
+	_, p, c := setup(t, nil)
+	ping(t, c)
+	const d = time.Second // above slack, so that 2d is out of range
+	p.SetUpstreamLatency(d)
+	if rtt := ping(t, c); rtt < d || rtt >= d+slack {
+		t.Fatalf("PING took %v with upstream latency %v, want [%v, %v)", rtt, d, d, d+slack)
+	}
+	p.SetUpstreamLatency(0)
+	if rtt := ping(t, c); rtt >= slack {
+		t.Fatalf("PING took %v after SetUpstreamLatency(0)", rtt)
+	}
+}
+
 // TestJitterKeepsOrder sends commands as separate writes on a raw connection
 // with jitter on and checks that the replies come back in order.
 func TestJitterKeepsOrder(t *testing.T) {
