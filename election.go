@@ -59,6 +59,9 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 	if ctx == nil {
 		return nil, ErrNilContext
 	}
+	if e == nil {
+		return nil, ErrNilClient
+	}
 	// Clipped: an append into spare capacity of the caller's slice would
 	// write to its backing array, a data race when campaigns share it.
 	r, err := e.c.request(leaderKind, e.name, append(slices.Clip(opts), WithMetadata(value)), true)
@@ -117,6 +120,9 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if ctx == nil {
 		return Leader{}, ErrNilContext
 	}
+	if e == nil {
+		return Leader{}, ErrNilClient
+	}
 	if err := e.c.usable(); err != nil {
 		return Leader{}, err
 	}
@@ -137,12 +143,13 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // subscription; a leader whose lease ran out is noticed when the lease
 // ends. Changes closer together than a round trip to Redis may arrive as
 // the last of them. Errors reading Redis are retried. The channel is
-// closed at once after Close, and for a nil ctx (see ErrNilContext): its
-// goroutine could only fail later, out of the caller's reach.
+// closed at once after Close, for a nil ctx (see ErrNilContext) and for a
+// nil or zero Election (see ErrNilClient): its goroutine could only fail
+// later, out of the caller's reach.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
 	var n *notifier
-	if ctx != nil {
+	if ctx != nil && e != nil && e.c.usable() == nil {
 		n = e.c.ensureNotifier()
 	}
 	if n == nil {
@@ -197,4 +204,9 @@ func (e *Election) observe(ctx context.Context, n *notifier, w *waiter, out chan
 }
 
 // Name returns the election's name.
-func (e *Election) Name() string { return e.name }
+func (e *Election) Name() string {
+	if e == nil {
+		return ""
+	}
+	return e.name
+}

@@ -41,7 +41,8 @@ var ErrInvalidOption = errors.New("distlock: invalid option")
 var ErrNilContext = errors.New("distlock: nil context")
 
 // ErrNilClient is returned by every method of a Client built on a nil Redis
-// client.
+// client, and by those of a nil or zero RWMutex, Semaphore or Election (one
+// not made by its Client's New function).
 var ErrNilClient = errors.New("distlock: nil redis client")
 
 // ErrClosed is returned by the methods of a Client after Close, and by Lock

@@ -339,6 +339,63 @@ func TestNilClientAndNilLock(t *testing.T) {
 	}
 }
 
+// TestNilAndZeroPrimitives calls every method of a nil and of a zero
+// RWMutex, Semaphore and Election: each returns ErrNilClient (Observe a
+// closed channel), none panics.
+func TestNilAndZeroPrimitives(t *testing.T) {
+	ctx := ctxT(t, 5*time.Second)
+	for _, rw := range []*distlock.RWMutex{nil, {}} {
+		for name, take := range map[string]func(context.Context, ...distlock.Option) (*distlock.Lock, error){
+			"RLock": rw.RLock, "TryRLock": rw.TryRLock, "Lock": rw.Lock, "TryLock": rw.TryLock,
+		} {
+			if _, err := take(ctx); !errors.Is(err, distlock.ErrNilClient) {
+				t.Errorf("RWMutex(%v).%s: %v", rw != nil, name, err)
+			}
+		}
+		if rw.Name() != "" {
+			t.Errorf("RWMutex(%v).Name: %q", rw != nil, rw.Name())
+		}
+	}
+	for _, s := range []*distlock.Semaphore{nil, {}} {
+		for name, take := range map[string]func(context.Context, ...distlock.Option) (*distlock.Lock, error){
+			"Acquire": s.Acquire, "TryAcquire": s.TryAcquire,
+		} {
+			if _, err := take(ctx); !errors.Is(err, distlock.ErrNilClient) {
+				t.Errorf("Semaphore(%v).%s: %v", s != nil, name, err)
+			}
+		}
+		if s.Name() != "" || s.Limit() != 0 {
+			t.Errorf("Semaphore(%v): Name %q, Limit %d", s != nil, s.Name(), s.Limit())
+		}
+	}
+	for _, e := range []*distlock.Election{nil, {}} {
+		if _, err := e.Campaign(ctx, "v"); !errors.Is(err, distlock.ErrNilClient) {
+			t.Errorf("Election(%v).Campaign: %v", e != nil, err)
+		}
+		if _, err := e.Leader(ctx); !errors.Is(err, distlock.ErrNilClient) {
+			t.Errorf("Election(%v).Leader: %v", e != nil, err)
+		}
+		select {
+		case _, ok := <-e.Observe(ctx):
+			if ok {
+				t.Errorf("Election(%v).Observe sent a leader", e != nil)
+			}
+		case <-ctx.Done():
+			t.Fatalf("Election(%v).Observe: channel not closed", e != nil)
+		}
+		if e.Name() != "" {
+			t.Errorf("Election(%v).Name: %q", e != nil, e.Name())
+		}
+	}
+	var lead *distlock.Leadership
+	if err := lead.Proclaim(ctx, "v"); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("nil Leadership.Proclaim: %v", err)
+	}
+	if err := lead.Resign(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("nil Leadership.Resign: %v", err)
+	}
+}
+
 func TestClosedClient(t *testing.T) {
 	c, _, _ := setup(t)
 	ctx := ctxT(t, 5*time.Second)

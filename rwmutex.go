@@ -63,6 +63,9 @@ func (rw *RWMutex) acquire(ctx context.Context, k *kind, opts []Option, wait boo
 	if ctx == nil {
 		return nil, ErrNilContext
 	}
+	if rw == nil {
+		return nil, ErrNilClient
+	}
 	r, err := rw.c.request(k, rw.name, opts, wait)
 	if err != nil {
 		return nil, err
@@ -72,4 +75,9 @@ func (rw *RWMutex) acquire(ctx context.Context, k *kind, opts []Option, wait boo
 }
 
 // Name returns the lock's name.
-func (rw *RWMutex) Name() string { return rw.name }
+func (rw *RWMutex) Name() string {
+	if rw == nil {
+		return ""
+	}
+	return rw.name
+}

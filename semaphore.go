@@ -56,6 +56,9 @@ func (s *Semaphore) acquire(ctx context.Context, opts []Option, wait bool) (*Loc
 	if ctx == nil {
 		return nil, ErrNilContext
 	}
+	if s == nil {
+		return nil, ErrNilClient
+	}
 	r, err := s.c.request(permitKind, s.name, opts, wait)
 	if err != nil {
 		return nil, err
@@ -65,7 +68,17 @@ func (s *Semaphore) acquire(ctx context.Context, opts []Option, wait bool) (*Loc
 }
 
 // Name returns the semaphore's name.
-func (s *Semaphore) Name() string { return s.name }
+func (s *Semaphore) Name() string {
+	if s == nil {
+		return ""
+	}
+	return s.name
+}
 
 // Limit returns the number of permits.
-func (s *Semaphore) Limit() int { return s.n }
+func (s *Semaphore) Limit() int {
+	if s == nil {
+		return 0
+	}
+	return s.n
+}
