@@ -46,6 +46,10 @@ func front(cfg *runConfig, args []string, log *runLog) int {
 	return supervise(cfg, j, k, sigs, log)
 }
 
+// secondChance is how long the runner waits, once keeperWait after --wait
+// has passed, before it gives up a keeper that has not answered.
+const secondChance = time.Second
+
 // waitLocked waits until the keeper holds the lock, or returns nil and the
 // exit code: the keeper's, which has said why, or 128+N for a signal.
 func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *terminal, log *runLog) (*grant, int) {
@@ -56,6 +60,7 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 	// answer waiting in the pipe.
 	var giveUp <-chan time.Time
 	chances := 2
+	began := time.Now() // the keeper says nothing until it holds the lock
 	if cfg.wait >= 0 {
 		t := time.NewTimer(cfg.wait + keeperWait)
 		defer t.Stop()
@@ -65,11 +70,14 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 		select {
 		case <-giveUp:
 			if chances--; chances > 0 {
-				giveUp = time.After(time.Second)
+				giveUp = time.After(secondChance)
 				continue
 			}
-			log.error(evKeeperStalled, fmt.Sprintf("the lock keeper of %s did not answer within --wait %v and %v more; killing it", cfg.quoted(), cfg.wait, keeperWait),
-				aSilence(keeperWait))
+			// The time actually waited: --wait, keeperWait, the second
+			// chance, and however late the timers fired.
+			silence := time.Since(began)
+			log.error(evKeeperStalled, fmt.Sprintf("the lock keeper of %s did not answer within --wait %v and %v more; killing it",
+				cfg.quoted(), cfg.wait, (silence-cfg.wait).Round(time.Millisecond)), aSilence(silence))
 			_ = k.cmd.Process.Kill()
 			k.waitExit()
 			return nil, exitRedis

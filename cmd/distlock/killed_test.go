@@ -341,7 +341,8 @@ while [ ! -e go ]; do sleep 0.02; done`
 // TestStalledKeeperWhileWaiting: the keeper ends a --wait; one stopped while
 // waiting would keep distlock waiting for good. The runner gives it up
 // keeperWait (and a second chance of a second) after --wait: status 69,
-// COMMAND not run.
+// COMMAND not run. Its keeper_stalled event's silence is the time it
+// actually waited.
 func TestStalledKeeperWhileWaiting(t *testing.T) {
 	env, c, _ := server(t)
 	dir := t.TempDir()
@@ -351,16 +352,17 @@ func TestStalledKeeperWhileWaiting(t *testing.T) {
 	}
 	defer held.Release(ctxT(t, 5*time.Second))
 	const wait = time.Second
-	p := startDL(t, dir, env, "run", "--wait", wait.String(), "stalled-wait", "--", "sh", "-c", "echo ran > ran")
+	p := startDL(t, dir, env, "run", "--log-format", "json", "--wait", wait.String(), "stalled-wait", "--", "sh", "-c", "echo ran > ran")
 	waitInLine(t, c, "stalled-wait", p)
 	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
 	t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGKILL) })
 	if err := syscall.Kill(keeper, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t, wait+keeperWait+10*time.Second); code != exitRedis {
+	if code := p.wait(t, wait+keeperWait+secondChance+10*time.Second); code != exitRedis {
 		t.Fatalf("exit %d, want %d; stderr %s", code, exitRedis, p.stderr.String())
 	}
+	lived := time.Since(p.started)
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 		t.Fatal("COMMAND ran")
 	}
@@ -370,4 +372,14 @@ func TestStalledKeeperWhileWaiting(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "did not answer within --wait") {
 		t.Fatalf("stderr does not explain: %q", p.stderr.String())
 	}
+	// silence is what the runner waited: at least its timers' total (they
+	// never fire early), at most the runner's whole life as the test saw
+	// it (which adds its start, and killing the keeper and exiting).
+	m := checkEvent(t, docEvents(t), jsonLines(t, p.stderr.String()), evKeeperStalled)
+	ns, _ := m["silence"].(float64)
+	silence := time.Duration(ns)
+	if least := wait + keeperWait + secondChance; silence < least || silence > lived {
+		t.Fatalf("keeper_stalled silence %v; the runner waited at least %v and lived %v", silence, least, lived)
+	}
+	t.Logf("silence %v, runner's life %v", silence, lived.Round(time.Millisecond))
 }

@@ -216,6 +216,48 @@ echo "$ID end $(date +%s%N)" >> log`
 	}
 }
 
+// TestRunLimitForgotten: docs/cli.md "Every run of KEY must give the same N
+// while any runs: a run with another N exits with status 64 and says so
+// [...]. Once the last permit is returned the N is forgotten." While a
+// --limit 2 run holds a permit, a --limit 3 run of the same KEY is refused
+// without running its COMMAND; once that run has exited, nothing of the
+// semaphore is held and a --limit 3 run runs.
+func TestRunLimitForgotten(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	first := startDL(t, dir, env, "run", "--limit", "2", "forget", "--", "sh", "-c", `echo x > started; while [ ! -e go ]; do sleep 0.02; done`)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	ctx := ctxT(t, 30*time.Second)
+	if infos, err := c.List(ctx, "forget"); err != nil || len(infos) != 1 || infos[0].Kind != "permit" || infos[0].Limit != 2 {
+		t.Fatalf("while the --limit 2 run runs, Redis shows %+v (%v); want its permit of 2", infos, err)
+	}
+
+	code, stdout, stderr := dl(t, env, "run", "--limit", "3", "forget", "--", "echo", "ran")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, `semaphore "forget" is in use with 2 permits, not 3`) {
+		t.Fatalf("--limit 3 while a --limit 2 run holds a permit: exit %d, stdout %q, stderr %q; want %d, nothing run, and why",
+			code, stdout, stderr, exitUsage)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("the --limit 2 run: exit %d, want 0; stderr %s", code, first.stderr.String())
+	}
+	infos, err := c.List(ctx, "forget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 0 {
+		t.Fatalf("after the last run of \"forget\" exited, Redis still shows: %+v", infos)
+	}
+
+	code, stdout, stderr = dl(t, env, "run", "--limit", "3", "forget", "--", "echo", "ran")
+	if code != 0 || stdout != "ran\n" {
+		t.Fatalf("--limit 3 once the semaphore is idle: exit %d, stdout %q, stderr %q; want 0 and COMMAND run (the 2 forgotten)", code, stdout, stderr)
+	}
+}
+
 // TestRunSeveralKeys: runs taking "a b" and "b a", 20 times each at once,
 // never deadlock and never overlap; the command sees the keys as given and
 // a fence per key; losing any one key stops it.

@@ -63,7 +63,14 @@ func startShell(t *testing.T, env []string) *shell {
 		// process has the terminal open.
 		killSession(cmd.Process.Pid)
 		_ = cmd.Wait()
-		<-copied
+		select {
+		case <-copied:
+		case <-time.After(10 * time.Second):
+			// A process outside the session still has the terminal open:
+			// a keeper that a broken distlock left stopped. Closing
+			// master ends the read.
+			t.Errorf("the terminal is still open 10s after its session was killed")
+		}
 		master.Close()
 	})
 	s.expect(t, prompt, 10*time.Second)
@@ -181,6 +188,84 @@ func TestTerminalJob(t *testing.T) {
 		sh.typ(t, `echo "rc=$?"`+"\n")
 		sh.expect(t, "rc=0", 10*time.Second)
 		if info, err := c.Inspect(ctx, "tty-stop"); err != nil || info.Held() {
+			t.Fatalf("after the job: %+v %v, want released", info, err)
+		}
+	})
+
+	t.Run("bg, a read from the background, and fg", func(t *testing.T) {
+		// docs/cli.md: "bg resumes it in the background. A command that
+		// reads the terminal from the background stops (SIGTTIN) until
+		// you bring it forward, as any job does." COMMAND waits for the
+		// file go, so that it reads the terminal only once resumed in the
+		// background; the keeper renews the lock meanwhile.
+		sh := startShell(t, env)
+		const ttl = time.Second
+		sh.typ(t, `"$DL" run --ttl 1s tty-bg -- sh -c 'echo $$ > cmd.pid; while [ ! -e go ]; do sleep 0.02; done; echo x > reading; read x; echo "got:$x"'`+"\n")
+		fence := waitHeld(t, c, "tty-bg")
+		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(sh.dir, "cmd.pid"), 10*time.Second)))
+		ctx := ctxT(t, 30*time.Second)
+		info, err := c.Inspect(ctx, "tty-bg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner, _ := strconv.Atoi(metaFields(info.Meta)["pid"])
+		sh.typ(t, "\x1a")
+		sh.expect(t, "Stopped", 10*time.Second)
+		sh.expect(t, prompt, 10*time.Second)
+		if st := processState(pid); st != "T" {
+			t.Fatalf("COMMAND in state %q after Ctrl-Z, want T (stopped)", st)
+		}
+		if err := os.WriteFile(filepath.Join(sh.dir, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// bash's bg: SIGCONT to the job's process group, the terminal
+		// left with the shell. COMMAND runs on (it writes reading), reads
+		// the terminal and is stopped by SIGTTIN, and so is distlock.
+		sh.typ(t, "bg\n")
+		waitFile(t, filepath.Join(sh.dir, "reading"), 10*time.Second)
+		for deadline := time.Now().Add(10 * time.Second); processState(pid) != "T" || processState(runner) != "T"; time.Sleep(5 * time.Millisecond) { // polling other processes' state
+			if time.Now().After(deadline) {
+				t.Fatalf("reading the terminal from the background: COMMAND in state %q, distlock in %q; want T (stopped)", processState(pid), processState(runner))
+			}
+		}
+		// The signal that stopped the job, as the shell saw it (bash
+		// names it in POSIX mode only). /proc shows distlock's main thread
+		// stopped a moment before the whole process is and the shell
+		// hears of it: asked until it knows.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // polling the shell's view
+			from := sh.seen
+			sh.typ(t, "set -o posix; jobs; set +o posix\n")
+			sh.expect(t, prompt, 10*time.Second)
+			jobs := sh.out.String()[from:sh.seen]
+			if strings.Contains(jobs, "Stopped(SIGTTIN)") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the shell does not see the job stopped by SIGTTIN:\n%s", jobs)
+			}
+		}
+		// Stopped for three leases: the lock stays with the job, renewed.
+		for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) { // sampling over a span of time
+			info, err := c.Inspect(ctx, "tty-bg")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !info.Held() || info.Fence != fence {
+				t.Fatalf("job stopped by SIGTTIN lost its lock: %+v (fence was %d)", info, fence)
+			}
+		}
+		if st := processState(pid); st != "T" {
+			t.Fatalf("COMMAND in state %q while stopped for reading the terminal, want T", st)
+		}
+		// fg: the terminal to the job's group, and SIGCONT. COMMAND gets
+		// the terminal and reads what is typed.
+		sh.typ(t, "fg\n")
+		sh.typ(t, "forward\n")
+		sh.expect(t, "got:forward", 10*time.Second)
+		sh.expect(t, prompt, 10*time.Second)
+		sh.typ(t, `echo "rc=$?"`+"\n")
+		sh.expect(t, "rc=0", 10*time.Second)
+		if info, err := c.Inspect(ctx, "tty-bg"); err != nil || info.Held() {
 			t.Fatalf("after the job: %+v %v, want released", info, err)
 		}
 	})
