@@ -403,6 +403,14 @@ func TestRenewalAfterScriptFlush(t *testing.T) {
 	}
 }
 
+// The late grant of TestLateRenewalDoesNotOutliveTheLoss and
+// TestExtendLandingAfterTheLoss: every request reaches Redis lateUpstream
+// after it was sent, under a lease of lateTTL.
+const (
+	lateTTL      = 3 * time.Second
+	lateUpstream = 2 * time.Second
+)
+
 // TestLateRenewalDoesNotOutliveTheLoss delays every request on its way to
 // Redis by 2s (answers come back at once) under a 3s lease. The grant
 // reaches Redis 2s after it was sent, so the server's lease ends 2s later
@@ -415,10 +423,7 @@ func TestRenewalAfterScriptFlush(t *testing.T) {
 // script is covered: a lock (extend_head.lua), a write lock and a read lock
 // (both branches of shared_extend.lua) and a semaphore's permit.
 func TestLateRenewalDoesNotOutliveTheLoss(t *testing.T) {
-	const (
-		ttl      = 3 * time.Second
-		upstream = 2 * time.Second
-	)
+	const ttl, upstream = lateTTL, lateUpstream
 	srv := redistest.Start(t)
 	other := distlock.New(srv.Client(t))
 	t.Cleanup(func() { other.Close() })
@@ -550,10 +555,7 @@ func lateGrant(t *testing.T, ctx context.Context, srv *redistest.Server, take ta
 // lock that was declared lost, and the Release that follows must free the
 // lease it renewed, so that another client gets the lock at once.
 func TestExtendLandingAfterTheLoss(t *testing.T) {
-	const (
-		ttl      = 3 * time.Second
-		upstream = 2 * time.Second
-	)
+	const ttl, upstream = lateTTL, lateUpstream
 	srv := redistest.Start(t)
 	other := distlock.New(srv.Client(t))
 	t.Cleanup(func() { other.Close() })
