@@ -28,6 +28,13 @@ import (
 // proxy, and the proxy. timeouts sets go-redis' ContextTimeoutEnabled.
 func proxied(t *testing.T, srv *redistest.Server, timeouts bool) (*distlock.Client, *faultproxy.Proxy) {
 	t.Helper()
+	c, p, _ := proxiedRedis(t, srv, timeouts)
+	return c, p
+}
+
+// proxiedRedis is proxied that also returns the Client's Redis client.
+func proxiedRedis(t *testing.T, srv *redistest.Server, timeouts bool) (*distlock.Client, *faultproxy.Proxy, *redis.Client) {
+	t.Helper()
 	p := faultproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: timeouts, MaxRetries: -1})
 	c := distlock.New(rdb)
@@ -35,7 +42,7 @@ func proxied(t *testing.T, srv *redistest.Server, timeouts bool) (*distlock.Clie
 		c.Close()
 		rdb.Close()
 	})
-	return c, p
+	return c, p, rdb
 }
 
 // The handler pattern: `defer lock.Release(r.Context())` after the client

@@ -15,7 +15,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
-	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -515,13 +514,7 @@ type take func(c *distlock.Client, ctx context.Context, opts ...distlock.Option)
 // its grant was sent.
 func lateGrant(t *testing.T, ctx context.Context, srv *redistest.Server, take take, ttl, upstream time.Duration) (*distlock.Lock, time.Time) {
 	t.Helper()
-	p := faultproxy.Start(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
-	c := distlock.New(rdb)
-	t.Cleanup(func() {
-		c.Close()
-		rdb.Close()
-	})
+	c, p, rdb := proxiedRedis(t, srv, true)
 	// Connect and load the scripts (Extend's is the renewal's) before the
 	// delay: each would cost a delayed round trip.
 	warm, err := take(c, ctx, distlock.WithTTL(ttl))

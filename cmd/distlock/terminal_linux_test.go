@@ -127,6 +127,38 @@ func waitHeld(t *testing.T, c *distlock.Client, key string) int64 {
 // under flock(1): it reads the terminal, Ctrl-C reaches it, and Ctrl-Z
 // suspends the whole job, which keeps its lock while suspended and resumes
 // on fg.
+// keepsLock checks, for span, that the lock key stays held with fence:
+// what, a job in some state, keeps its lock.
+func keepsLock(t *testing.T, c *distlock.Client, key string, fence int64, span time.Duration, what string) {
+	t.Helper()
+	ctx := ctxT(t, span+10*time.Second)
+	for end := time.Now().Add(span); time.Now().Before(end); time.Sleep(50 * time.Millisecond) { // sampling over a span of time
+		info, err := c.Inspect(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Held() || info.Fence != fence {
+			t.Fatalf("%s lost its lock: %+v (fence was %d)", what, info, fence)
+		}
+	}
+}
+
+// fgReads brings the job that holds key forward with fg, types line, which
+// the job's command echoes as "got:<line>" before it exits 0, and checks
+// that the lock is then released.
+func fgReads(t *testing.T, sh *shell, c *distlock.Client, key, line string) {
+	t.Helper()
+	sh.typ(t, "fg\n")
+	sh.typ(t, line+"\n")
+	sh.expect(t, "got:"+line, 10*time.Second)
+	sh.expect(t, prompt, 10*time.Second)
+	sh.typ(t, `echo "rc=$?"`+"\n")
+	sh.expect(t, "rc=0", 10*time.Second)
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), key); err != nil || info.Held() {
+		t.Fatalf("after the job: %+v %v, want released", info, err)
+	}
+}
+
 func TestTerminalJob(t *testing.T) {
 	env, c, _ := server(t)
 
@@ -168,28 +200,11 @@ func TestTerminalJob(t *testing.T) {
 			t.Fatalf("COMMAND in state %q after Ctrl-Z, want T (stopped)", st)
 		}
 		// Suspended for three leases: the lock stays with the job.
-		ctx := ctxT(t, 20*time.Second)
-		for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) { // sampling over a span of time
-			info, err := c.Inspect(ctx, "tty-stop")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !info.Held() || info.Fence != fence {
-				t.Fatalf("suspended job lost its lock: %+v (fence was %d)", info, fence)
-			}
-		}
+		keepsLock(t, c, "tty-stop", fence, 3*ttl, "suspended job")
 		if st := processState(pid); st != "T" {
 			t.Fatalf("COMMAND in state %q while the job is suspended, want T", st)
 		}
-		sh.typ(t, "fg\n")
-		sh.typ(t, "again\n")
-		sh.expect(t, "got:again", 10*time.Second)
-		sh.expect(t, prompt, 10*time.Second)
-		sh.typ(t, `echo "rc=$?"`+"\n")
-		sh.expect(t, "rc=0", 10*time.Second)
-		if info, err := c.Inspect(ctx, "tty-stop"); err != nil || info.Held() {
-			t.Fatalf("after the job: %+v %v, want released", info, err)
-		}
+		fgReads(t, sh, c, "tty-stop", "again")
 	})
 
 	t.Run("bg, a read from the background, and fg", func(t *testing.T) {
@@ -245,29 +260,13 @@ func TestTerminalJob(t *testing.T) {
 			}
 		}
 		// Stopped for three leases: the lock stays with the job, renewed.
-		for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) { // sampling over a span of time
-			info, err := c.Inspect(ctx, "tty-bg")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !info.Held() || info.Fence != fence {
-				t.Fatalf("job stopped by SIGTTIN lost its lock: %+v (fence was %d)", info, fence)
-			}
-		}
+		keepsLock(t, c, "tty-bg", fence, 3*ttl, "job stopped by SIGTTIN")
 		if st := processState(pid); st != "T" {
 			t.Fatalf("COMMAND in state %q while stopped for reading the terminal, want T", st)
 		}
 		// fg: the terminal to the job's group, and SIGCONT. COMMAND gets
 		// the terminal and reads what is typed.
-		sh.typ(t, "fg\n")
-		sh.typ(t, "forward\n")
-		sh.expect(t, "got:forward", 10*time.Second)
-		sh.expect(t, prompt, 10*time.Second)
-		sh.typ(t, `echo "rc=$?"`+"\n")
-		sh.expect(t, "rc=0", 10*time.Second)
-		if info, err := c.Inspect(ctx, "tty-bg"); err != nil || info.Held() {
-			t.Fatalf("after the job: %+v %v, want released", info, err)
-		}
+		fgReads(t, sh, c, "tty-bg", "forward")
 	})
 
 	t.Run("loss while suspended", func(t *testing.T) {
