@@ -80,7 +80,7 @@ func (rep *report) markdown() string {
 		"[a–b] is their interquartile range (p25–p75) over the rounds. CPU is client (getrusage of the bench process, and of the child for ping-pong) " +
 		"plus server (INFO cpu) per operation; server commands are INFO commandstats deltas, calls made inside scripts included.\n")
 
-	rep.table(&b, fmt.Sprintf("Uncontended Lock+Release (one goroutine, free key; %d pairs per round in %d slices, contenders taking turns)", rep.bench.uncontendedN, rep.bench.uncontendedSlices), mUP50,
+	rep.table(&b, fmt.Sprintf("Uncontended Lock+Release (one goroutine, free key; %d pairs per round in %d slices, contenders taking turns, each slice starting with the next one)", rep.bench.uncontendedN, rep.bench.uncontendedSlices), mUP50,
 		[]string{"p50 µs", "p99 µs", "p50 × baseline", "CPU µs/pair (client + server)", "CPU × baseline", "server cmds/pair", "PUBLISH/pair"},
 		func(r *result) []string {
 			cpu := "–"

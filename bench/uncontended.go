@@ -108,7 +108,10 @@ func runUncontendedRound(cs []contender, addrs []string, ad *admin, n, slices in
 		if s < n%slices {
 			size++ // the remainder goes to the first slices
 		}
-		for i := range cs {
+		for k := range cs {
+			// Each slice starts with another contender, so that no row
+			// always runs first or right after the same row.
+			i := (k + s) % len(cs)
 			if errs[i] != nil {
 				continue
 			}
