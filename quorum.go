@@ -28,7 +28,8 @@ import (
 // longer be confirmed. The fence is the highest fence counter in the
 // granting majority; when the majority's counters differ it lifts them all
 // to that value (a second round trip), so any later majority, which
-// overlaps this one, draws a larger fence.
+// overlaps this one, draws a larger fence. A reentrant Lock returns the
+// fence that a majority of nodes report for the grant.
 //
 // Nodes must not come back empty too soon: a node restarted without
 // persistence must stay down for at least the longest TTL in use (the
@@ -253,7 +254,7 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	grant, ttl := tryGrant(token, r.tail), r.cfg.ttl.Milliseconds()
 	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
 		return tryReply(tryScript.run(ctx, rdb, r.names.keys[:2], grant, ttl), nil)
-	}, q.decided(isGrant), late)
+	}, q.grantDecided, late)
 	errs := make([]error, len(res))
 	grants, holderTTL := 0, time.Duration(-1)
 	var fences []int64
@@ -276,7 +277,19 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 		}
 	}
 	ok := grants >= q.majority() && r.cfg.ttl-time.Since(start)-drift(r.cfg.ttl) > 0
-	if ok && slices.ContainsFunc(fences, func(f int64) bool { return f != top }) {
+	reentry, agreed := reentryFence(res, q.majority())
+	switch {
+	case !ok:
+	case reentry && agreed == 0:
+		ok = false
+		for i, x := range res {
+			if isGrant(x) {
+				errs[i] = fmt.Errorf("%w: took the lock again with fence %d, and no majority of nodes reports one fence yet", ErrNotObtained, x.val.([]int64)[1])
+			}
+		}
+	case reentry:
+		top = agreed // the grant's: a node that granted it late may not be settled yet
+	case slices.ContainsFunc(fences, func(f int64) bool { return f != top }):
 		ok = q.raiseFences(ctx, r, token, res, top, errs)
 	}
 	won.Store(ok)
@@ -295,6 +308,44 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 		return nil, holderTTL, fmt.Errorf("%w: %w", qe, ctx.Err())
 	}
 	return nil, holderTTL, qe
+}
+
+// grantDecided is decided(isGrant) for an attempt, except that grants that
+// took the lock again (reentries) decide only once a majority of nodes
+// agree on its fence: a node that granted the first hold after its quorum
+// decided keeps a fence of its own until settleFence lands there, and
+// reports that one for a reentry it answers meanwhile. The nodes that hold
+// the grant's fence are a majority (raiseFences saw to it), so waiting for
+// one more answer finds it.
+func (q *quorum) grantDecided(res []nodeResult) bool {
+	if !q.decided(isGrant)(res) {
+		return false
+	}
+	reentry, agreed := reentryFence(res, q.majority())
+	return !reentry || agreed != 0
+}
+
+// reentryFence reports whether the grants in res include a reentry (a hold
+// added to a lock its owner held), and the fence that a majority of the
+// grants report, 0 if none.
+func reentryFence(res []nodeResult, majority int) (reentry bool, fence int64) {
+	for i, x := range res {
+		if !isGrant(x) {
+			continue
+		}
+		v := x.val.([]int64)
+		reentry = reentry || (len(v) == 3 && v[2] > 1)
+		same := 0
+		for _, y := range res[i:] {
+			if isGrant(y) && y.val.([]int64)[1] == v[1] {
+				same++
+			}
+		}
+		if same >= majority {
+			fence = v[1]
+		}
+	}
+	return reentry, fence
 }
 
 func isGrant(r nodeResult) bool {

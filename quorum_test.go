@@ -3,7 +3,9 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,4 +270,107 @@ func TestQuorumLateNodeGetsTheGrantsFence(t *testing.T) {
 	if l2.Fence() != l1.Fence() {
 		t.Fatalf("reentry answered by the other majority: fence %d, the grant's %d", l2.Fence(), l1.Fence())
 	}
+}
+
+// A reentry that a node answers between granting the first hold late
+// (after the quorum decided) and being settled on the grant's fence reports
+// that node's own fence. The reentry waits for a majority that agrees on
+// one fence, which is the grant's, and the settle still lands on the node
+// although the reentry added a hold there.
+func TestQuorumReentryBeforeTheLateNodeSettles(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	third := redis.NewClient(servers[2].Options())
+	t.Cleanup(func() { third.Close() })
+	nodes := []redis.UniversalClient{servers[0].Client(t), servers[1].Client(t), third}
+	c := distlock.NewQuorum(nodes)
+	t.Cleanup(func() { c.Close() }) // after the nodes stopped below are continued
+	ctx := ctxT(t, 20*time.Second)
+	warmConns(t, third, 3) // the calls to the stopped node must not wait to dial it
+
+	// The third node is stopped: the first two grant, and its grant comes
+	// after the decision, with a fence of its own.
+	servers[2].Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { servers[2].Signal(syscall.SIGCONT) })
+	l1, err := c.TryLock(ctx, "settle", distlock.WithOwner("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Now the first node is stopped: the reentry reaches the third node
+	// right behind the late grant, before its settle can.
+	servers[0].Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { servers[0].Signal(syscall.SIGCONT) })
+	type result struct {
+		l   *distlock.Lock
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := c.TryLock(ctx, "settle", distlock.WithOwner("job"))
+		done <- result{l, err}
+	}()
+	waitFor(t, 5*time.Second, "both calls queued at the stopped node", func() bool {
+		return queuedConns(t, servers[2].Port) >= 2
+	})
+	servers[2].Signal(syscall.SIGCONT)
+	direct := servers[2].Client(t)
+	waitFor(t, 5*time.Second, "the reentry answered by the third node", func() bool {
+		v, _ := direct.Get(ctx, "distlock:{settle}").Result()
+		return strings.Count(v, ",") == 1 // two holds
+	})
+	servers[0].Signal(syscall.SIGCONT)
+	r := <-done
+	if r.err != nil || r.l.Fence() != l1.Fence() {
+		t.Fatalf("reentry: %v, fence %d, the grant's %d", r.err, r.l.Fence(), l1.Fence())
+	}
+	waitFor(t, 5*time.Second, "the third node settled on the grant's fence", func() bool {
+		v, _ := direct.Get(ctx, "distlock:{settle}").Result()
+		g, _, _ := strings.Cut(v, " ")
+		return g == strconv.FormatInt(l1.Fence(), 10)
+	})
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// warmConns leaves n connections open in rdb's pool.
+func warmConns(t *testing.T, rdb *redis.Client, n int) {
+	t.Helper()
+	conns := make([]*redis.Conn, n)
+	for i := range conns {
+		conns[i] = rdb.Conn()
+		if err := conns[i].Ping(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cn := range conns {
+		cn.Close()
+	}
+	if idle := rdb.PoolStats().IdleConns; idle < uint32(n) {
+		t.Fatalf("%d idle connections, want %d", idle, n)
+	}
+}
+
+// queuedConns counts the connections to the local server on port whose
+// requests wait unread (Linux: the receive queues in /proc/net/tcp).
+func queuedConns(t *testing.T, port int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := fmt.Sprintf("0100007F:%04X", port)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[1] != local {
+			continue
+		}
+		if _, rx, ok := strings.Cut(f[4], ":"); ok && strings.Trim(rx, "0") != "" {
+			n++
+		}
+	}
+	return n
 }

@@ -5,7 +5,7 @@
 -- fence, whichever majority answers first.
 -- KEYS[1] fence counter, KEYS[2] lock
 -- ARGV[1] fence
--- ARGV[2] token   the grant's, its only hold
+-- ARGV[2] token   the grant's first hold (reentries may have added more)
 -- returns 1.
 local f = tonumber(ARGV[1])
 if tonumber(redis.call('GET', KEYS[1]) or '0') < f then
@@ -13,7 +13,9 @@ if tonumber(redis.call('GET', KEYS[1]) or '0') < f then
 end
 local v = redis.call('GET', KEYS[2])
 local fence, since, holds, rest = string.match(v or '', '^(%d+) (%d+) (%S+) (.*)$')
-if holds == ARGV[2] and fence ~= ARGV[1] then
+-- A reentry may have added holds before this lands: the grant is still
+-- the one whose holds include the token.
+if holds and fence ~= ARGV[1] and string.find(',' .. holds .. ',', ',' .. ARGV[2] .. ',', 1, true) then
   redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. since .. ' ' .. holds .. ' ' .. rest, 'KEEPTTL')
 end
 return 1
