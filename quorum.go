@@ -316,13 +316,23 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 // decided keeps a fence of its own until settleFence lands there, and
 // reports that one for a reentry it answers meanwhile. The nodes that hold
 // the grant's fence are a majority (raiseFences saw to it), so waiting for
-// one more answer finds it.
+// one more answer finds it. Too few grants decide a failure at once.
 func (q *quorum) grantDecided(res []nodeResult) bool {
 	if !q.decided(isGrant)(res) {
 		return false
 	}
 	reentry, agreed := reentryFence(res, q.majority())
-	return !reentry || agreed != 0
+	return !reentry || agreed != 0 || countGrants(res) < q.majority()
+}
+
+func countGrants(res []nodeResult) int {
+	n := 0
+	for _, x := range res {
+		if isGrant(x) {
+			n++
+		}
+	}
+	return n
 }
 
 // reentryFence reports whether the grants in res include a reentry (a hold
