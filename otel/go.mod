@@ -2,10 +2,13 @@ module github.com/distlock/distlock/otel
 
 go 1.26.0
 
+// The library beside this module: its tests and a clone build against it.
+// Users of the otel module get the version required below (a commit of
+// this repository; go.mod files outside the main module ignore replace).
 replace github.com/distlock/distlock => ../
 
 require (
-	github.com/distlock/distlock v0.0.0
+	github.com/distlock/distlock v0.0.0-20261124043219-8d79cc0130d9
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
