@@ -220,6 +220,8 @@ func TestClusterWaiterOnOtherNode(t *testing.T) {
 	waiter := distlock.New(cl.ClientVia(t, seed))
 	t.Cleanup(func() { waiter.Close() })
 	ctx := ctxT(t, 30*time.Second)
+	direct := home.Client(t)
+	line := distlock.DefaultPrefix + "{" + name + "}:line"
 
 	const rounds = 5
 	var lat []time.Duration
@@ -250,7 +252,9 @@ func TestClusterWaiterOnOtherNode(t *testing.T) {
 			}
 			done <- outcome{at, err}
 		}()
-		time.Sleep(300 * time.Millisecond) // the holder's work; the waiter is waiting meanwhile
+		// The holder works until the waiter is in line, so that the grant
+		// below is a wake-up, not a first try at a free lock.
+		waitFor(t, 5*time.Second, "the waiter in line", func() bool { return direct.LLen(ctx, line).Val() == 1 })
 		select {
 		case o := <-done:
 			t.Fatalf("round %d: waiter's Lock returned while the lock was held (err %v)", i, o.err)

@@ -3,6 +3,7 @@ package distlock
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,34 +39,47 @@ func TestSinceIsTheGrantingClientsClock(t *testing.T) {
 	defer c.Close()
 	ctx := ctxFor(t, 10*time.Second)
 	defer func(f func() int64) { nowMillis = f }(nowMillis)
-	fake := time.UnixMilli(42_000_000) // 1970: far from the server's clock
-	nowMillis = func() int64 { return fake.UnixMilli() }
+	// 1970: far from the server's clock. Atomic: a waiter's refresh may
+	// read the clock while the test moves it.
+	var fakeMs atomic.Int64
+	fakeMs.Store(42_000_000)
+	fake := func() time.Time { return time.UnixMilli(fakeMs.Load()) }
+	nowMillis = fakeMs.Load
 
 	holder, err := c.Lock(ctx, "clock", WithFair())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := c.Inspect(ctx, "clock"); !info.Since.Equal(fake) {
-		t.Fatalf("Since of a lock taken free: %v, want %v", info.Since, fake)
+	if info, _ := c.Inspect(ctx, "clock"); !info.Since.Equal(fake()) {
+		t.Fatalf("Since of a lock taken free: %v, want %v", info.Since, fake())
 	}
-	got := make(chan error, 1)
+	got := make(chan *Lock, 1)
 	go func() {
 		l, err := c.Lock(ctx, "clock", WithFair())
-		if err == nil {
-			err = l.Release(ctx)
+		if err != nil {
+			t.Error(err)
 		}
-		got <- err
+		got <- l
 	}()
 	rdb := srv.Client(t)
 	poll(t, 2*time.Second, "the waiter to line up", func() bool { return rdb.LLen(ctx, "distlock:{clock}:line").Val() == 1 })
-	fake = fake.Add(time.Hour)
-	holder.Release(ctx) // hands over, with the releaser's clock
-	info, _ := c.Inspect(ctx, "clock")
-	if info.Held() && !info.Since.Equal(fake) {
-		t.Fatalf("Since of a handed-over lock: %v, want %v", info.Since, fake)
-	}
-	if err := <-got; err != nil {
+	fakeMs.Add(time.Hour.Milliseconds())
+	if err := holder.Release(ctx); err != nil { // hands over, with the releaser's clock
 		t.Fatal(err)
+	}
+	var l *Lock
+	select {
+	case l = <-got:
+	case <-ctx.Done():
+		t.Fatal("the waiter did not get the lock")
+	}
+	if l == nil {
+		t.FailNow()
+	}
+	defer l.Release(ctx)
+	info, err := c.Inspect(ctx, "clock")
+	if err != nil || !info.Held() || !info.Since.Equal(fake()) {
+		t.Fatalf("Since of a handed-over lock: %v (held %v, %v), want %v", info.Since, info.Held(), err, fake())
 	}
 }
 

@@ -170,14 +170,27 @@ func TestListMatchesWholeNames(t *testing.T) {
 }
 
 func TestListManyLocks(t *testing.T) {
-	c, _, _ := setup(t)
-	ctx := ctxT(t, 10*time.Second)
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 20*time.Second)
 	const n = 2500 // more than one SCAN page
+	var locks []*distlock.Lock
 	for i := range n {
-		if _, err := c.TryLock(ctx, fmt.Sprintf("bulk:%04d", i), distlock.WithoutRenewal(), distlock.WithTTL(time.Minute)); err != nil {
+		l, err := c.TryLock(ctx, fmt.Sprintf("bulk:%04d", i), distlock.WithoutRenewal(), distlock.WithTTL(time.Minute))
+		if err != nil {
 			t.Fatal(err)
 		}
+		locks = append(locks, l)
 	}
+	defer func() {
+		for _, l := range locks {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 1 || keys[0] != "distlock:fence" {
+			t.Fatalf("left in Redis after the releases: %.10v (%d keys), want the fence counter only", keys, len(keys))
+		}
+	}()
 	infos, err := c.List(ctx, "bulk:*")
 	if err != nil {
 		t.Fatal(err)

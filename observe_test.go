@@ -133,7 +133,7 @@ func TestLoggerLogsLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb.FlushAll(ctx)
-	<-l.Lost()
+	waitLost(t, l, 5*time.Second)
 	out := buf.String()
 	for _, want := range []string{`"msg":"distlock: lock lost"`, `"key":"logged"`, `"cause":"distlock: lock lost: lease expired"`} {
 		if !strings.Contains(out, want) {

@@ -28,7 +28,10 @@ func holdCount(t *testing.T, rdb *redis.Client, key string) int {
 func TestReentrantCountsHolds(t *testing.T) {
 	c, rdb, srv := setup(t)
 	ctx := ctxT(t, 15*time.Second)
-	const ttl = 200 * time.Millisecond
+	// Short enough that a waiter asks again within each window below, long
+	// enough that a loaded machine renews in time (a stall past ttl×2/3
+	// would lose the lock).
+	const ttl = 600 * time.Millisecond
 	var holds []*distlock.Lock
 	for i := 1; i <= 3; i++ {
 		l, err := c.TryLock(ctx, "job", distlock.WithOwner("job-7"), distlock.WithTTL(ttl))
