@@ -293,10 +293,13 @@ func TestStalledKeeperWhenCommandExits(t *testing.T) {
 	env, c, _ := server(t)
 	dir := t.TempDir()
 	const ttl = 6 * time.Second // the heartbeat would give the keeper up 2s to 3s after it stopped
-	script := `echo x > started
+	script := `echo $$ > started
 while [ ! -e go ]; do sleep 0.02; done; exit 5`
 	p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "stalled-exit", "--", "sh", "-c", script)
-	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	command, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "started"), 10*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
 	t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGKILL) })
 	if err := syscall.Kill(keeper, syscall.SIGSTOP); err != nil {
@@ -305,6 +308,13 @@ while [ ! -e go ]; do sleep 0.02; done; exit 5`
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// COMMAND has exited, and the stopped keeper cannot release: the lock
+	// stays held on its lease (at least ttl minus a renewal interval, 4s,
+	// was left when the keeper stopped).
+	waitGoneProc(t, command, 5*time.Second, "COMMAND")
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), "stalled-exit"); err != nil || !info.Held() || info.TTL <= 0 || info.TTL > ttl {
+		t.Fatalf("after COMMAND exited, keeper stopped: %+v %v, want held on a lease of at most %v", info, err, ttl)
+	}
 	if code := p.wait(t, keeperWait+10*time.Second); code != exitLost {
 		t.Fatalf("exit %d, want %d; stderr %q", code, exitLost, p.stderr.String())
 	}
@@ -312,11 +322,11 @@ while [ ! -e go ]; do sleep 0.02; done; exit 5`
 		t.Fatalf("stderr does not explain the 79: %q", p.stderr.String())
 	}
 	waitGoneProc(t, keeper, 5*time.Second, "the stalled keeper")
-	// Not released by the killed keeper: its lease runs out.
-	if info, err := c.Inspect(ctxT(t, 5*time.Second), "stalled-exit"); err != nil {
-		t.Fatal(err)
-	} else {
-		t.Logf("lock after the run: held %v, %v left", info.Held(), info.TTL)
+	// Not released by the killed keeper: its lease ran out. distlock gave the
+	// keeper keeperWait (15s) after COMMAND exited, longer than the 6s TTL,
+	// so the lock is free now rather than held for nobody.
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), "stalled-exit"); err != nil || info.Held() {
+		t.Fatalf("after the run: %+v %v, want free (its lease of %v ran out while distlock waited %v)", info, err, ttl, keeperWait)
 	}
 }
 

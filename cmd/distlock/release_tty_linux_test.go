@@ -67,7 +67,10 @@ func TestReleaseConfirmOnTerminal(t *testing.T) {
 			_ = cmd.Process.Kill()
 			t.Fatalf("answer %q: still waiting; stderr %q", answer, errOut.String())
 		}
-		held, _ := c.Inspect(ctx, "ask")
+		held, err := c.Inspect(ctx, "ask")
+		if err != nil {
+			t.Fatalf("answer %q: inspect after the run: %v", answer, err)
+		}
 		code := cmd.ProcessState.ExitCode()
 		switch answer {
 		case "n":

@@ -120,8 +120,8 @@ while :; do sleep 0.02; done`
 	if !strings.Contains(p.stderr.String(), `lock "lost" lost`) {
 		t.Fatalf("stderr does not explain the loss: %q", p.stderr.String())
 	}
-	if info, _ := c.Inspect(ctxT(t, 5*time.Second), "lost"); info.Held() {
-		t.Fatalf("lock held after the run: %+v", info)
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), "lost"); err != nil || info.Held() {
+		t.Fatalf("after the run: %+v %v, want released", info, err)
 	}
 }
 
@@ -263,7 +263,9 @@ func TestRunExitCodes(t *testing.T) {
 		}
 		dir := t.TempDir()
 		p := startDL(t, dir, env, "run", "--wait", "10s", "handoff", "--", "sh", "-c", `echo "$DISTLOCK_FENCE" > ran`)
-		time.Sleep(200 * time.Millisecond) // let it find the lock held and wait
+		// In the lock's line: it found the lock held and waits, so the
+		// release below is what wakes it (not a lock it found free).
+		waitInLine(t, c, "handoff", p)
 		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 			t.Fatal("ran while the lock was held")
 		}
@@ -352,7 +354,10 @@ while :; do sleep 0.02; done`
 		defer l.Release(ctx)
 		dir := t.TempDir()
 		p := startDL(t, dir, env, "run", "held", "--", "touch", "ran")
-		time.Sleep(300 * time.Millisecond) // let it start waiting
+		// In line, so the runner has its signal handlers (installed before
+		// it starts the keeper that joins the line) and the SIGTERM ends a
+		// wait, not a process still starting up.
+		waitInLine(t, c, "held", p)
 		signalProc(t, p, syscall.SIGTERM)
 		if code := p.wait(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
 			t.Fatalf("exit %d, want %d; %s", code, 128+int(syscall.SIGTERM), p.stderr.String())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -42,31 +43,43 @@ type target struct {
 }
 
 // parseRedisURL parses one of the URL forms in urlForms. It never panics and
-// wraps errBadURL; errors do not repeat the password.
+// wraps errBadURL; errors do not repeat a password (see failure).
 func parseRedisURL(raw string) (*target, error) {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return nil, fmt.Errorf("%w %q: want SCHEME://..., e.g. redis://localhost:6379", errBadURL, redact(raw))
-	}
-	var (
-		t   *target
-		err error
-	)
-	switch strings.ToLower(scheme) {
-	case "redis", "rediss", "unix":
-		t, err = parseSingle(raw, rest)
-	case "redis-sentinel", "rediss-sentinel":
-		t, err = parseSentinel(scheme, rest)
-	case "redis-cluster", "rediss-cluster":
-		t, err = parseCluster(scheme, rest)
-	default:
-		return nil, fmt.Errorf("%w %q: unknown scheme %q (want redis, rediss, unix, redis-sentinel, rediss-sentinel, redis-cluster or rediss-cluster)",
-			errBadURL, redact(raw), scheme)
-	}
+	t, err := parseTarget(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %s", errBadURL, redact(raw), strings.TrimPrefix(err.Error(), "redis: "))
+		return nil, fmt.Errorf("%w %q: %s", errBadURL, redact(raw), failure(raw, err))
 	}
 	return t, nil
+}
+
+func parseTarget(raw string) (*target, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, errors.New("want SCHEME://..., e.g. redis://localhost:6379")
+	}
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "unix":
+		return parseSingle(raw, rest)
+	case "redis-sentinel", "rediss-sentinel":
+		return parseSentinel(scheme, rest)
+	case "redis-cluster", "rediss-cluster":
+		return parseCluster(scheme, rest)
+	}
+	return nil, fmt.Errorf("unknown scheme %q (want redis, rediss, unix, redis-sentinel, rediss-sentinel, redis-cluster or rediss-cluster)", scheme)
+}
+
+// failure says why raw failed to parse with err, without its passwords:
+// go-redis's errors (Go's url.Parse's) quote the whole URL, and an escape
+// error quotes part of a password. So when raw has a password, the reason
+// is that of the same URL with its passwords masked, whose errors cannot
+// quote them; if that one parses, the password itself was the fault.
+func failure(raw string, err error) string {
+	if masked := redact(raw); masked != raw {
+		if _, err = parseTarget(masked); err == nil {
+			return "bad password (percent-encode special characters)"
+		}
+	}
+	return strings.TrimPrefix(err.Error(), "redis: ")
 }
 
 func parseSingle(raw, rest string) (*target, error) {
@@ -296,18 +309,24 @@ func (t *target) String() string {
 	}
 }
 
-// redact hides the password of a URL for messages.
+// redact hides the passwords of a URL for messages: the userinfo's, and
+// the values of query options named like password (password=,
+// sentinel_password=). The URL keeps its shape, for failure.
 func redact(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		if strings.Contains(raw, "@") {
+		if strings.Contains(raw, "@") || passwordOption.MatchString(raw) {
 			return "(redacted)"
 		}
 		return raw
 	}
 	_, userinfo, _ := splitAuthority(rest)
 	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":xxxxx@" + rest[len(userinfo)+1:]
+		rest = user + ":xxxxx@" + rest[len(userinfo)+1:]
 	}
-	return raw
+	return scheme + "://" + passwordOption.ReplaceAllString(rest, "${1}xxxxx")
 }
+
+// passwordOption matches a query option named like password, up to its
+// value: the value ends at the next '&' or '#'.
+var passwordOption = regexp.MustCompile(`(?i)([?&][^=&#?]*password=)[^&#]*`)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,9 +61,22 @@ func TestParseRedisURLErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", tc.url, err, tc.msg)
 		}
 	}
-	_, err := parseRedisURL("redis://user:hunter2@h/x")
-	if err == nil || strings.Contains(err.Error(), "hunter2") {
-		t.Errorf("error %v repeats the password", err)
+	for _, tc := range []struct{ url, msg string }{
+		{"redis://user:hunter22@h/x", "database"},
+		// go-redis's errors quote the URL given to url.Parse
+		{"redis://u:hunter22@h h", "invalid character"},
+		{"rediss-cluster://u:hunter22@h h", "bad host:port"},
+		// an escape error quotes the escape, here in the password
+		{"redis://u:hunter22%zz@h", "bad password"},
+		// passwords in query options
+		{"redis-sentinel://a/m?sentinel_password=hunter22&read_timeout=x", "read_timeout"},
+		{"redis-sentinel://a/m?password=hunter22%zz", "bad password"},
+		{"redis-sentinel://a/m?x=1&sentinel_password=hunter22&master_name=m", "in the path"},
+	} {
+		_, err := parseRedisURL(tc.url)
+		if err == nil || !errors.Is(err, errBadURL) || !strings.Contains(err.Error(), tc.msg) || strings.Contains(err.Error(), "hunter22") {
+			t.Errorf("%s: error %v, want one containing %q and not the password", tc.url, err, tc.msg)
+		}
 	}
 }
 
@@ -135,6 +149,7 @@ func FuzzParseRedisURL(f *testing.F) {
 			if !errors.Is(err, errBadURL) {
 				t.Fatalf("%q: error %v does not wrap errBadURL", s, err)
 			}
+			checkNoPasswordInError(t, s, err)
 			return
 		}
 		if tg.single == nil && tg.failover == nil && tg.cluster == nil {
@@ -143,6 +158,64 @@ func FuzzParseRedisURL(f *testing.F) {
 		_ = tg.String()
 		_ = tg.tlsConfig()
 	})
+}
+
+// checkNoPasswordInError fails if err, the error for URL s, repeats the
+// password of s. A password can also occur in the message for other
+// reasons (the same text elsewhere in s, or in the message's own words), so
+// the check compares with a twin URL whose password differs in every letter
+// and digit but has the same length, punctuation and (in)valid escapes, so
+// that it takes the same path through the parsers: the password is leaked
+// if it is in err but not in the twin's error, and the message must not
+// depend on the password's content at all.
+func checkNoPasswordInError(t *testing.T, s string, err error) {
+	t.Helper()
+	_, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return
+	}
+	// The userinfo as every parser here sees it: up to the last '@' before
+	// the first '/' or '?'. url.Parse cuts at '#' first: skip those.
+	_, userinfo, _ := splitAuthority(rest)
+	_, pass, hasPass := strings.Cut(userinfo, ":")
+	if !hasPass || pass == "" || strings.Contains(userinfo, "#") {
+		return
+	}
+	start := len(s) - len(rest) + len(userinfo) - len(pass)
+	twin := s[:start] + otherPassword(pass) + s[start+len(pass):]
+	_, twinErr := parseRedisURL(twin)
+	if twinErr == nil {
+		t.Fatalf("%q fails (%v) but %q, with another password of the same form, parses", s, err, twin)
+	}
+	msg, twinMsg := err.Error(), twinErr.Error()
+	secrets := []string{pass}
+	if dec, err := url.PathUnescape(pass); err == nil && dec != pass {
+		secrets = append(secrets, dec)
+	}
+	for _, p := range secrets {
+		if strings.Contains(msg, p) && !strings.Contains(twinMsg, p) {
+			t.Fatalf("%q: error leaks the password %q: %s", s, p, msg)
+		}
+	}
+	if msg != twinMsg {
+		t.Fatalf("error depends on the password:\n%q: %s\n%q: %s", s, msg, twin, twinMsg)
+	}
+}
+
+// otherPassword changes every ASCII letter and digit of p to another of its
+// class (hex digits stay hex digits, so escapes stay valid or invalid) and
+// keeps every other byte.
+func otherPassword(p string) string {
+	b := []byte(p)
+	for i, c := range b {
+		for _, r := range []string{"0123456789", "abcdef", "ABCDEF", "ghijklmnopqrstuvwxyz", "GHIJKLMNOPQRSTUVWXYZ"} {
+			if j := strings.IndexByte(r, c); j >= 0 {
+				b[i] = r[(j+1)%len(r)]
+				break
+			}
+		}
+	}
+	return string(b)
 }
 
 // FuzzParseArgs: no command line panics a parser; a parsed `run` always has

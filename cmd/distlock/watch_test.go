@@ -199,9 +199,15 @@ func TestStatusWatchClosedStdout(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-done
 	})
+	t.Cleanup(func() { r.Close() })
+	// Bounded: the child holds the pipe's write end, so a watch that never
+	// writes would leave ReadString blocked for good.
+	if err := r.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	line, err := bufio.NewReader(r).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, `{"time":`) {
-		t.Fatalf("first line %q, %v", line, err)
+		t.Fatalf("first line %q, %v; stderr %q", line, err, stderr.String())
 	}
 	r.Close() // like `| head -1` exiting
 	select {
