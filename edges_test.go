@@ -306,6 +306,7 @@ func TestReleaseWithoutDeadlineGivesUpWhenRedisHangs(t *testing.T) {
 	const bound = 2 * time.Second // "after 2 s if it has none"
 	for _, timeouts := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
 			srv, c := frozenLater(t, timeouts)
 			l, err := c.TryLock(ctxT(t, 5*time.Second), "k")
 			if err != nil {
@@ -327,6 +328,15 @@ func TestReleaseWithoutDeadlineGivesUpWhenRedisHangs(t *testing.T) {
 				t.Errorf("MultiLock.Release(context.Background()) of 3 locks with Redis frozen: %v after %v, want an error within %v+%v",
 					err, took.Round(time.Millisecond), bound, deadlineSlack)
 			}
+			// The calls given up on end once Redis answers, and Close
+			// leaves nothing running.
+			srv.Signal(syscall.SIGCONT)
+			if err := c.Close(); err != nil {
+				t.Error(err)
+			}
+			if err := goleak.Find(ignore, goleak.IgnoreAnyFunction("os/exec.(*Cmd).Wait")); err != nil {
+				t.Errorf("after Close and Redis thawed: %v", err)
+			}
 		})
 	}
 }
@@ -342,6 +352,7 @@ func TestCloseReturnsWhileRenewalHangs(t *testing.T) {
 	)
 	for _, timeouts := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", timeouts), func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
 			srv, c := frozenLater(t, timeouts)
 			l, err := c.TryLock(ctxT(t, 5*time.Second), "k", distlock.WithTTL(ttl))
 			if err != nil {
@@ -362,6 +373,13 @@ func TestCloseReturnsWhileRenewalHangs(t *testing.T) {
 			if err != nil || took > bound+slack {
 				t.Errorf("Close with a renewal in flight and Redis frozen: %v after %v, want nil within %v+%v",
 					err, took.Round(time.Millisecond), bound, slack)
+			}
+			// What Close left running (the renewal's read) ends once Redis
+			// answers: nothing stays behind.
+			srv.Signal(syscall.SIGCONT)
+			// (the test server's own process waiter is not the Client's)
+			if err := goleak.Find(ignore, goleak.IgnoreAnyFunction("os/exec.(*Cmd).Wait")); err != nil {
+				t.Errorf("after Close and Redis thawed: %v", err)
 			}
 		})
 	}
