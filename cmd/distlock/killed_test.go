@@ -17,7 +17,9 @@ import (
 func TestKilledRunnerKillsCommand(t *testing.T) {
 	env, c, _ := server(t)
 	dir := t.TempDir()
-	const ttl = 3 * time.Second
+	// A third of it, the bound below, is room for a loaded machine; a lock
+	// left to expire would take at least two thirds.
+	const ttl = 6 * time.Second
 	// Child and grandchild both append timestamps to one log, as fast as
 	// they can.
 	script := `(while :; do echo "A $(date +%s%N)" >> log; sleep 0.01; done) &
