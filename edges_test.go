@@ -784,13 +784,7 @@ func TestLockRacingCloseLeavesNothing(t *testing.T) {
 		}
 		runtime.Gosched()
 		c.Close()
-		ended := make(chan struct{})
-		go func() { wg.Wait(); close(ended) }()
-		select {
-		case <-ended:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Lock calls still waiting 5s after Close")
-		}
+		waitGroupWithin(t, &wg, 5*time.Second, "Lock calls ended by Close")
 		rdb.Close()
 	}
 	goleak.VerifyNone(t, ignore)

@@ -496,13 +496,7 @@ func TestMutexIsSyncLocker(t *testing.T) {
 			m2.Unlock()
 		}()
 	}
-	ended := make(chan struct{})
-	go func() { wg.Wait(); close(ended) }()
-	select {
-	case <-ended:
-	case <-time.After(20 * time.Second):
-		t.Fatal("sync.Locker calls still waiting after 20s")
-	}
+	waitGroupWithin(t, &wg, 20*time.Second, "the sync.Locker calls")
 	if max.Load() != 1 {
 		t.Fatalf("%d holders at once", max.Load())
 	}

@@ -97,7 +97,15 @@ func TestSemaphoreForgetsItsLimit(t *testing.T) {
 		l, err := wtwo.Acquire(ctx)
 		got <- lockResult{l, err, time.Now()}
 	}()
-	waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+	// (A waiter lines up within liveWait, 1s, plus two calls; one run of
+	// make test under a CPU hog timed out at 5s, so the bound is wider and
+	// a waiter that returned instead says why.)
+	waitFor(t, 10*time.Second, "the waiter to line up", func() bool {
+		select {
+		case r := <-got:
+			t.Fatalf("the waiter's Acquire returned before lining up: %v, %v", r.l, r.err)
+		default:
+		}
 		return rdb.LLen(ctx, "distlock:sem{pool}:line").Val() == 1
 	})
 	if err := a.Release(ctx); err != nil {

@@ -42,6 +42,19 @@ func recv(t *testing.T, ch <-chan lockResult, within time.Duration) lockResult {
 	return lockResult{}
 }
 
+// waitGroupWithin fails the test unless wg's goroutines are done within
+// the bound.
+func waitGroupWithin(t *testing.T, wg *sync.WaitGroup, within time.Duration, what string) {
+	t.Helper()
+	ended := make(chan struct{})
+	go func() { wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(within):
+		t.Fatalf("timed out after %v waiting for %s", within, what)
+	}
+}
+
 // waitLost fails the test unless l's Lost channel closes within the bound.
 func waitLost(t *testing.T, l *distlock.Lock, within time.Duration) {
 	t.Helper()
