@@ -103,7 +103,7 @@ func TestSemaphoreForgetsItsLimit(t *testing.T) {
 	waitFor(t, 10*time.Second, "the waiter to line up", func() bool {
 		select {
 		case r := <-got:
-			t.Fatalf("the waiter's Acquire returned before lining up: %v, %v", r.l, r.err)
+			t.Fatalf("the waiter's Acquire returned before lining up: granted %v, %v", r.l != nil, r.err)
 		default:
 		}
 		return rdb.LLen(ctx, "distlock:sem{pool}:line").Val() == 1

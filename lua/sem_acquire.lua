@@ -14,7 +14,9 @@ local n = tonumber(limit)
 local now = now_ms()
 local held = prune(now)
 local head
-head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], n - held, held)
+-- Waiters ahead are served by the limit in use, not the caller's; with
+-- none in use, one at most (see shared_release.lua).
+head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], (have and n or 1) - held, held)
 -- Only a caller already in line can have been handed a permit.
 local f = again == '1' and shared_fence(token)
 if f then

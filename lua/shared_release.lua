@@ -9,7 +9,17 @@
 --                 passed together or not at all
 -- returns {-1} when the token holds nothing, 0 when released, {0, n} when n
 -- waiters were handed a hold.
+--
+-- A semaphore hands permits by the limit in use ("!n"), not the caller's:
+-- a caller refused for asking with another limit leaves through here too,
+-- and must not hand out permits by its own. With no limit in use (its keys
+-- expired under waiters whose holders died) it hands at most one permit,
+-- and only when none is held: within any limit the waiters may have.
 local token, limit = ARGV[1], tonumber(ARGV[3])
+local sem = limit > 0
+if sem then
+  limit = tonumber(redis.call('HGET', KEYS[5], '!n') or '1')
+end
 if ARGV[4] and ARGV[4] ~= '' then
   redis.call('LREM', KEYS[3], 1, ARGV[4])
 end
@@ -37,12 +47,12 @@ end
 local held = prune(now)
 local handed = 0
 if not exclusive then
-  local room = limit > 0 and limit - held or 1e9
+  local room = sem and limit - held or 1e9
   handed = handoff_shared(pub, ARGV[2], claim, ARGV[6] or '', room, held)
 end
 -- Redis deletes an empty zset or hash itself; only a semaphore's hash keeps
 -- a field ("!n") when no permit is held.
-if limit > 0 and (handed == 0 and held or redis.call('ZCARD', KEYS[4])) == 0 then
+if sem and (handed == 0 and held or redis.call('ZCARD', KEYS[4])) == 0 then
   redis.call('DEL', KEYS[4], KEYS[5])
 end
 if not found then
