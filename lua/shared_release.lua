@@ -4,7 +4,9 @@
 -- made to it.
 -- KEYS as in shared.lua
 -- ARGV[1..2] as in release.lua, and pub and claim as there
--- ARGV[3] limit   a semaphore's number of permits, "0" for a read-write lock
+-- ARGV[3] limit   "0" for a read-write lock; for a semaphore the caller's
+--                 number of permits, which only says "a semaphore": the
+--                 script hands permits by the limit recorded, "!n"
 -- ARGV[4..6] entry, notify (unused) and link as release.lua's ARGV[3..5],
 --                 passed together or not at all
 -- returns {-1} when the token holds nothing, 0 when released, {0, n} when n
