@@ -27,9 +27,11 @@ if held < n and (not head or head == entry) then
     redis.call('LPOP', KEYS[3])
   end
   local fence = draw()
-  hold_shared(token, ttl, grant(fence, since, token, '1', tail), now, held)
-  if not have then
-    redis.call('HSET', KEYS[5], '!n', limit)
+  local value = grant(fence, since, token, '1', tail)
+  if have then
+    hold_shared(token, ttl, value, now, held)
+  else
+    hold_shared(token, ttl, value, now, held, '!n', limit)
   end
   return fence
 end

@@ -60,10 +60,12 @@ local function keep(key, ms)
 end
 
 -- hold_shared records a shared hold; held is how many live ones there were
--- (0: no other lease to keep, so the keys take this one's).
-local function hold_shared(token, lease, value, now, held)
+-- (0: no other lease to keep, so the keys take this one's). Any further
+-- arguments are more field-value pairs for the holds' hash, set by the
+-- same command.
+local function hold_shared(token, lease, value, now, held, ...)
   redis.call('ZADD', KEYS[4], now + lease, token)
-  redis.call('HSET', KEYS[5], token, value)
+  redis.call('HSET', KEYS[5], token, value, ...)
   if held == 0 then
     redis.call('PEXPIRE', KEYS[4], lease)
     redis.call('PEXPIRE', KEYS[5], lease)
@@ -83,12 +85,17 @@ end
 -- room lasts, and an exclusive hold only when nothing at all is held (held
 -- == 0, and nothing granted in this call). It stops at the first waiter it
 -- cannot serve, so nobody is overtaken. Returns the number of grants.
+-- room may be a function that returns it, called only when a waiter is in
+-- line: a release with nobody waiting then skips what room costs.
 local function handoff_shared(pub, since, claim, link, room, held)
   local now, granted = nil, 0
   while true do
     local e = redis.call('LINDEX', KEYS[3], 0)
     if not e then
       break
+    end
+    if type(room) == 'function' then
+      room = room()
     end
     local token, client, ttl, mode, tail = parse_entry(e, since)
     if mode == 'x' then

@@ -16,12 +16,10 @@
 -- a caller refused for asking with another limit leaves through here too,
 -- and must not hand out permits by its own. With no limit in use (its keys
 -- expired under waiters whose holders died) it hands at most one permit,
--- and only when none is held: within any limit the waiters may have.
+-- and only when none is held: within any limit the waiters may have. It
+-- reads "!n" only when someone is in line.
 local token, limit = ARGV[1], tonumber(ARGV[3])
 local sem = limit > 0
-if sem then
-  limit = tonumber(redis.call('HGET', KEYS[5], '!n') or '1')
-end
 if ARGV[4] and ARGV[4] ~= '' then
   redis.call('LREM', KEYS[3], 1, ARGV[4])
 end
@@ -49,7 +47,12 @@ end
 local held = prune(now)
 local handed = 0
 if not exclusive then
-  local room = sem and limit - held or 1e9
+  local room = 1e9
+  if sem then
+    room = function()
+      return tonumber(redis.call('HGET', KEYS[5], '!n') or '1') - held
+    end
+  end
   handed = handoff_shared(pub, ARGV[2], claim, ARGV[6] or '', room, held)
 end
 -- Redis deletes an empty zset or hash itself; only a semaphore's hash keeps
