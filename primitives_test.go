@@ -775,3 +775,44 @@ func TestMultiLockContextEndsWithAnyMember(t *testing.T) {
 		t.Fatal("the member still held was not freed by Release")
 	}
 }
+
+// An uncontended permit Acquire+Release is two script calls running 16
+// commands, and the release reads the semaphore's limit only for a waiter:
+// with nobody in line it costs no HGET (the acquire's check of the limit is
+// the one).
+func TestSemaphorePairCommands(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	s, err := c.NewSemaphore("pair", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := func() {
+		p, err := s.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pair() // loads the scripts: a first call is an EVALSHA Redis does not know, then an EVAL
+	before := commandStats(t, rdb)
+	pair()
+	after := commandStats(t, rdb)
+	total := int64(0)
+	for cmd, n := range after {
+		if cmd != "info" {
+			total += n - before[cmd]
+		}
+	}
+	if d := after["evalsha"] - before["evalsha"]; d != 2 {
+		t.Errorf("%d script calls, want 2", d)
+	}
+	if d := after["hget"] - before["hget"]; d != 1 {
+		t.Errorf("%d HGETs, want 1 (the acquire's check of the limit)", d)
+	}
+	if total != 18 {
+		t.Errorf("%d server commands (script calls included), want 18", total)
+	}
+}
