@@ -22,12 +22,12 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	}
 	t.Cleanup(func() { m.Close() })
 	var unlock int32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		t.Fatal(e)
+	if err := ioctl(m, syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)); err != nil {
+		t.Fatal(err)
 	}
 	var n uint32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
-		t.Fatal(e)
+	if err := ioctl(m, syscall.TIOCGPTN, unsafe.Pointer(&n)); err != nil {
+		t.Fatal(err)
 	}
 	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -39,6 +39,26 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 
 // TestReleaseConfirmOnTerminal answers the prompt on a terminal: "n"
 // keeps the lock, "y" removes it.
+// ioctl runs request on f's descriptor through SyscallConn, not Fd: Fd
+// would put f in blocking mode, and then Close could not end a Read
+// blocked on it, nor so close the terminal's master end.
+func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, request, uintptr(arg))
+	}); err != nil {
+		return err
+	}
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 func TestReleaseConfirmOnTerminal(t *testing.T) {
 	env, c, _ := server(t)
 	ctx := ctxT(t, 20*time.Second)
