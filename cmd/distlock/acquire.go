@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -60,10 +61,25 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 		log.warn(evNotObtained, fmt.Sprintf("%s%s; not run", text, waitedText(cfg.wait)),
 			append(holder, aWait(max(cfg.wait, 0)))...)
 		return nil, exitNotObtained
+	case cfg.mode == holdPermit && errors.Is(err, distlock.ErrInvalidOption):
+		// The only such refusal of a permit that its flags passed: the
+		// semaphore is in use with another limit.
+		return nil, log.fail(limitRefusal(err), exitUsage)
 	case errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidOption) || errors.Is(err, distlock.ErrInvalidTTL):
 		return nil, log.fail(err, exitUsage)
 	}
 	return nil, log.fail(conn.redisError(err), exitRedis)
+}
+
+// refusal is a usage error that the flags alone did not make: fail prints
+// no pointer to the usage for it.
+type refusal struct{ error }
+
+// limitRefusal is the library's refusal of a --limit that differs from the
+// semaphore's in use, said for the command line.
+func limitRefusal(err error) error {
+	why := strings.TrimPrefix(err.Error(), distlock.ErrInvalidOption.Error()+": ")
+	return refusal{fmt.Errorf("%s: every run of a KEY gives the same --limit while any of them runs", why)}
 }
 
 // takeWithin waits for cfg's hold, up to --wait after start.

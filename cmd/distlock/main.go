@@ -11,6 +11,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -161,11 +162,14 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// fail prints err for command name and returns its exit code.
+// fail prints err for command name and returns its exit code. A usage
+// error ends with where to find the usage, unless it is a refusal: the
+// command line was right, the state of Redis refused it.
 func fail(stderr io.Writer, name string, err error, code int) int {
 	msg := err.Error()
 	fmt.Fprintf(stderr, "distlock %s: %s\n", name, msg)
-	if code == exitUsage && !strings.Contains(msg, "--help") {
+	var r refusal
+	if code == exitUsage && !errors.As(err, &r) && !strings.Contains(msg, "--help") {
 		fmt.Fprintf(stderr, "Run 'distlock %s --help' for usage.\n", name)
 	}
 	return code

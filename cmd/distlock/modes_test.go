@@ -233,7 +233,8 @@ func TestRunLimitForgotten(t *testing.T) {
 	}
 
 	code, stdout, stderr := dl(t, env, "run", "--limit", "3", "forget", "--", "echo", "ran")
-	if code != exitUsage || stdout != "" || !strings.Contains(stderr, `semaphore "forget" is in use with 2 permits, not 3`) {
+	if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, `distlock run: semaphore "forget" is in use with 2 permits, not 3: `) ||
+		strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("--limit 3 while a --limit 2 run holds a permit: exit %d, stdout %q, stderr %q; want %d, nothing run, and why",
 			code, stdout, stderr, exitUsage)
 	}
