@@ -172,12 +172,13 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				killAt = t.C
 			}
 		case <-beatC:
-			if hb.fired(time.Now()) {
+			if now := time.Now(); hb.fired(now) {
 				// Stopped or hung: it renews nothing. Killed, it closes its
 				// pipe, and COMMAND is stopped as when a keeper dies.
 				beatC = nil
-				log.error(evKeeperStalled, fmt.Sprintf("the lock keeper of %s has not answered for %v; killing it", cfg.quoted(), hb.silence()),
-					aSilence(hb.silence()))
+				silence := hb.silence(now)
+				log.error(evKeeperStalled, fmt.Sprintf("the lock keeper of %s has not answered for %v; killing it", cfg.quoted(), silence.Round(time.Millisecond)),
+					aSilence(silence))
 				_ = k.cmd.Process.Kill()
 				break
 			}

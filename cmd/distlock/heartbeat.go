@@ -26,6 +26,7 @@ type heartbeat struct {
 	due    time.Time     // when the runner's timer is set to fire
 	out    bool          // a ping is unanswered
 	misses int           // windows in a row that ended without an answer
+	asked  time.Time     // when the first ping those windows count from went out
 }
 
 func newHeartbeat(ttl time.Duration, now time.Time) *heartbeat {
@@ -39,12 +40,12 @@ func newHeartbeat(ttl time.Duration, now time.Time) *heartbeat {
 func (h *heartbeat) fired(now time.Time) (stalled bool) {
 	switch {
 	case !h.out:
-		h.out = true
+		h.out, h.asked = true, now
 	case now.Sub(h.due) > h.every/2:
 		// The timer fired late: the runner itself was stopped (Ctrl-Z
 		// stops the job, runner included) or starved, and the answer
 		// may be waiting unread. This window proves nothing; ask again.
-		h.misses = 0
+		h.misses, h.asked = 0, now
 	default:
 		h.misses++
 	}
@@ -62,5 +63,7 @@ func (h *heartbeat) answered(now time.Time) {
 	h.due = now.Add(h.every)
 }
 
-// silence is how long the keeper had not answered when it was given up.
-func (h *heartbeat) silence() time.Duration { return heartbeatMisses * h.every }
+// silence is, at now, how long the keeper has left the pings unanswered
+// that count against it: since the first of them went out, not counting a
+// time the runner itself was stopped before it asked again.
+func (h *heartbeat) silence(now time.Time) time.Duration { return now.Sub(h.asked) }

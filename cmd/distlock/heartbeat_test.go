@@ -21,6 +21,7 @@ func TestHeartbeatGivesUpSilentKeeper(t *testing.T) {
 		h.answered(now)
 	}
 	lastAnswer := now
+	firstPing := h.due
 	for !h.fired(h.due) {
 		if h.due.Sub(lastAnswer) > ttl {
 			t.Fatal("a silent keeper was never given up")
@@ -29,8 +30,8 @@ func TestHeartbeatGivesUpSilentKeeper(t *testing.T) {
 	if gave := h.due.Sub(lastAnswer); gave > ttl/2 {
 		t.Errorf("given up %v after its last answer, want at most %v", gave, ttl/2)
 	}
-	if h.silence() != heartbeatMisses*ttl/6 {
-		t.Errorf("silence %v", h.silence())
+	if s, want := h.silence(h.due), h.due.Sub(firstPing); s != want || s != heartbeatMisses*h.every {
+		t.Errorf("silence %v, want %v: since the first unanswered ping", s, want)
 	}
 }
 
@@ -52,6 +53,10 @@ func TestHeartbeatLateTimerProvesNothing(t *testing.T) {
 	}
 	if !h.fired(h.due) {
 		t.Fatal("two on-time windows did not give the keeper up")
+	}
+	// The silence counts from the last late timer's ping, not the first.
+	if s := h.silence(h.due); s != heartbeatMisses*h.every {
+		t.Errorf("silence %v, want the %v of the windows counted", s, heartbeatMisses*h.every)
 	}
 }
 
