@@ -30,6 +30,12 @@ var ErrInvalidTTL = errors.New("distlock: invalid ttl")
 // on a Cluster or quorum Client).
 var ErrInvalidOption = errors.New("distlock: invalid option")
 
+// ErrLimitMismatch is returned by a Semaphore's Acquire and TryAcquire
+// when the semaphore is in use with another limit: every holder and waiter
+// of a name must give the same n while any holds a permit. It matches
+// ErrInvalidOption too.
+var ErrLimitMismatch = fmt.Errorf("%w: semaphore in use with another limit", ErrInvalidOption)
+
 // ErrNilContext is returned by every method that takes a context when it is
 // given a nil one, before anything else is done: a nil context is a bug in
 // the caller, and a panic is no way to report it (Observe's would come from

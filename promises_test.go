@@ -85,8 +85,8 @@ func TestSemaphoreForgetsItsLimit(t *testing.T) {
 	}
 	// While in use another limit is refused.
 	three, _ := c.NewSemaphore("pool", 3)
-	if _, err := three.TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
-		t.Fatalf("TryAcquire with limit 3 while in use with 2: %v; want ErrInvalidOption", err)
+	if _, err := three.TryAcquire(ctx); !errors.Is(err, distlock.ErrLimitMismatch) || !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("TryAcquire with limit 3 while in use with 2: %v; want ErrLimitMismatch, an ErrInvalidOption", err)
 	}
 	// A waiter in another Client lines up and is handed a's permit.
 	wc := distlock.New(rdb)
@@ -137,8 +137,8 @@ func TestSemaphoreForgetsItsLimit(t *testing.T) {
 	if _, err := one.TryAcquire(ctx); !errors.Is(err, distlock.ErrNotObtained) {
 		t.Fatalf("second permit of a semaphore of 1: %v; want ErrNotObtained", err)
 	}
-	if _, err := two.TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
-		t.Fatalf("TryAcquire with the old limit 2 while in use with 1: %v; want ErrInvalidOption", err)
+	if _, err := two.TryAcquire(ctx); !errors.Is(err, distlock.ErrLimitMismatch) {
+		t.Fatalf("TryAcquire with the old limit 2 while in use with 1: %v; want ErrLimitMismatch", err)
 	}
 	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)

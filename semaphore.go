@@ -41,7 +41,8 @@ func (c *Client) NewSemaphore(name string, n int) (*Semaphore, error) {
 // Acquire takes a permit, waiting in line until one is handed over or ctx
 // ends. Options are those of Client.Lock (WithTTL, WithMetadata,
 // WithoutRenewal); WithOwner is refused. Errors are as for Client.Lock,
-// and ErrInvalidOption when the semaphore is in use with another limit.
+// and ErrLimitMismatch (an ErrInvalidOption) when the semaphore is in use
+// with another limit.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) {
 	return s.acquire(ctx, opts, true)
 }

@@ -283,7 +283,7 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 	res, err := tryReply(cmd, buf[:0])
 	if err != nil {
 		if limit, ok := limitError(err); ok {
-			return reply{}, fmt.Errorf("%w: semaphore %q is in use with %s permits, not %v", ErrInvalidOption, r.key, limit, r.acquireArg)
+			return reply{}, fmt.Errorf("%w: %q has %s permits, not %v", ErrLimitMismatch, r.key, limit, r.acquireArg)
 		}
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, err)
 	}

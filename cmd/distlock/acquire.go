@@ -61,9 +61,7 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 		log.warn(evNotObtained, fmt.Sprintf("%s%s; not run", text, waitedText(cfg.wait)),
 			append(holder, aWait(max(cfg.wait, 0)))...)
 		return nil, exitNotObtained
-	case cfg.mode == holdPermit && errors.Is(err, distlock.ErrInvalidOption):
-		// The only such refusal of a permit that its flags passed: the
-		// semaphore is in use with another limit.
+	case errors.Is(err, distlock.ErrLimitMismatch):
 		return nil, log.fail(limitRefusal(err), exitUsage)
 	case errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidOption) || errors.Is(err, distlock.ErrInvalidTTL):
 		return nil, log.fail(err, exitUsage)
@@ -79,7 +77,7 @@ type refusal struct{ error }
 // semaphore's in use, said for the command line.
 func limitRefusal(err error) error {
 	why := strings.TrimPrefix(err.Error(), distlock.ErrInvalidOption.Error()+": ")
-	return refusal{fmt.Errorf("%s: every run of a KEY gives the same --limit while any of them runs", why)}
+	return refusal{fmt.Errorf("%s; every run of a KEY gives the same --limit while any of them runs", why)}
 }
 
 // takeWithin waits for cfg's hold, up to --wait after start.

@@ -205,7 +205,7 @@ echo "$ID end $(date +%s%N)" >> log`
 		t.Fatal(err)
 	}
 	defer p.Release(ctx)
-	if code, _, stderr := dl(t, env, "run", "--limit", "3", "slots", "--", "true"); code != exitUsage || !strings.Contains(stderr, "in use with 2 permits") {
+	if code, _, stderr := dl(t, env, "run", "--limit", "3", "slots", "--", "true"); code != exitUsage || !strings.Contains(stderr, `"slots" has 2 permits, not 3`) {
 		t.Fatalf("--limit 3 on a semaphore of 2: exit %d %q", code, stderr)
 	}
 	if _, err := sem.TryAcquire(ctx); err != nil {
@@ -233,7 +233,7 @@ func TestRunLimitForgotten(t *testing.T) {
 	}
 
 	code, stdout, stderr := dl(t, env, "run", "--limit", "3", "forget", "--", "echo", "ran")
-	if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, `distlock run: semaphore "forget" is in use with 2 permits, not 3: `) ||
+	if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, `distlock run: semaphore in use with another limit: "forget" has 2 permits, not 3; `) ||
 		strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("--limit 3 while a --limit 2 run holds a permit: exit %d, stdout %q, stderr %q; want %d, nothing run, and why",
 			code, stdout, stderr, exitUsage)
