@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -577,4 +578,104 @@ func TestExtendLandingAfterTheLoss(t *testing.T) {
 		t.Fatalf("after Release of the lost lock: %v", err)
 	}
 	_ = got.Release(ctx)
+}
+
+// TestExtendWaitsForRenewalInFlight: an Extend called while a renewal of
+// the same lock is in flight goes out only once the renewal's answer is
+// back. Calls that set a lease never overlap, so no renewal is sent with a
+// guard that an Extend in flight would make too small (docs/design.md,
+// "A renewal that arrives too late does not apply").
+func TestExtendWaitsForRenewalInFlight(t *testing.T) {
+	const ttl, latency = 3 * time.Second, 300 * time.Millisecond
+	srv := redistest.Start(t)
+	seen := monitorLines(t, srv.Addr)
+	c, p, rdb := proxiedRedis(t, srv, true)
+	ctx := ctxT(t, 30*time.Second)
+	// Connect and load the scripts before the delay, as lateGrant does.
+	warm, err := c.TryLock(ctx, "serial-warm", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Extend(ctx, ttl); err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(ctx, "serial", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	p.SetLatency(latency)
+	// The renewal goes out about ttl/3 after the grant, with the lease in
+	// ms; once Redis has run it, its answer is latency away.
+	renewed := awaitCall(t, seen, l.Token(), strconv.Itoa(int(ttl.Milliseconds())), 10*time.Second)
+	if err := l.Extend(ctx, 2*ttl); err != nil {
+		t.Fatal(err)
+	}
+	extended := awaitCall(t, seen, l.Token(), strconv.Itoa(int(2*ttl.Milliseconds())), 10*time.Second)
+	// Sent at once, the Extend would reach Redis about latency after the
+	// renewal; sent after the renewal's answer, at least 2*latency after.
+	if gap := extended.Sub(renewed); gap < 3*latency/2 {
+		t.Fatalf("the Extend reached Redis %v after the renewal, so it went out before the renewal's answer (%v away) came back", gap, latency)
+	} else {
+		t.Logf("the Extend reached Redis %v after the renewal (%v each way)", gap.Round(time.Millisecond), latency)
+	}
+}
+
+// monitorLines returns what MONITOR on addr shows, line by line, until the
+// test ends.
+func monitorLines(t *testing.T, addr string) <-chan string {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		r := bufio.NewReader(conn)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- strings.TrimSpace(line)
+		}
+	}()
+	return lines
+}
+
+// awaitCall waits for a script call of token whose arguments include ms,
+// and returns when Redis ran it, by its own clock.
+func awaitCall(t *testing.T, lines <-chan string, token, ms string, within time.Duration) time.Time {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("MONITOR ended")
+			}
+			if !strings.Contains(line, `"evalsha"`) || !strings.Contains(line, `"`+token+`" "`+ms+`"`) {
+				continue
+			}
+			stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "+"), " ")
+			sec, err := strconv.ParseFloat(stamp, 64)
+			if err != nil {
+				t.Fatalf("MONITOR line %q: %v", line, err)
+			}
+			return time.UnixMicro(int64(sec * 1e6))
+		case <-timeout:
+			t.Fatalf("no call of %s with %s ms within %v", token, ms, within)
+		}
+	}
 }

@@ -44,11 +44,15 @@ type Lock struct {
 	// announced: observers were told of the grant, so they are told of its
 	// end (once); a grant lost before its Lock call returned is not a hold
 	announced bool
+	// renewing: a call that sets the lease (a renewal, Extend, a handoff's
+	// confirmation) is in flight; leaseIdle, made by a caller that waits
+	// for it, is closed when it ends (see beginLeaseCall)
+	renewing  bool
+	leaseIdle chan struct{}
 
 	// owned by the renewer goroutine
-	heapIdx  int
-	heapAt   time.Time
-	renewing bool
+	heapIdx int
+	heapAt  time.Time
 }
 
 type lockState uint8
@@ -257,10 +261,12 @@ func (l *Lock) lostBeforeRelease(cause error) {
 // returns ErrNotHeld, changing nothing, when the lock is no longer held
 // (and ErrNotHeld too if it was lost while the call was under way: Redis
 // may then have renewed a lease that Release frees), ErrInvalidTTL for a
-// ttl outside [1ms, MaxTTL], and
-// otherwise wraps the Redis error (the lock stays held and renewed, valid
-// for the shorter of its old lease and ttl until a renewal confirms it).
-// A nil ctx gets ErrNilContext, and renewal goes on as before.
+// ttl outside [1ms, MaxTTL], and otherwise wraps the Redis error (the lock
+// stays held and renewed, valid for the shorter of its old lease and ttl
+// until a renewal confirms it). A renewal of the lock in flight is waited
+// for before the call goes out: calls that set a lease never overlap. If
+// ctx ends meanwhile, Extend returns its error and changes nothing. A nil
+// ctx gets ErrNilContext, and renewal goes on as before.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -283,12 +289,14 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond || ttl > MaxTTL {
 		return fmt.Errorf("%w: %v is outside [1ms, %v]", ErrInvalidTTL, ttl, MaxTTL)
 	}
+	if err := l.beginLeaseCall(ctx); err != nil {
+		if errors.Is(err, ErrNotHeld) {
+			return err
+		}
+		return fmt.Errorf("distlock: extend %q: %w", l.key, err)
+	}
 	start := time.Now()
 	l.mu.Lock()
-	if l.state != held {
-		l.mu.Unlock()
-		return ErrNotHeld
-	}
 	// Until Redis answers, the lease may already be the new one.
 	l.ttl = ttl
 	l.valid = minTime(l.valid, start.Add(ttl-drift(ttl)))
@@ -296,36 +304,91 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	l.client.track(l) // the scheduler must see the new deadline
 
 	out, err := detachedFunc(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
-		return l.client.b.extend(ctx, l, ttl)
+		out, err := l.client.b.extend(ctx, l, ttl)
+		return l.extended(start, ttl, out, err), err
 	})
 	if err != nil {
 		return fmt.Errorf("distlock: extend %q: %w", l.key, err)
 	}
 	switch out {
 	case extendDone:
-		l.mu.Lock()
-		state := l.state
-		if state == held && !l.renewing && l.ttl == ttl {
-			l.confirmLocked(start)
-		} else {
-			l.renewAt = time.Now() // a renewal in flight may have set another lease
-		}
-		l.mu.Unlock()
-		if state != held {
-			// Redis renewed a lease the Lock gave up meanwhile (its
-			// deadline passed, or Release ran): Release frees it.
-			return ErrNotHeld
-		}
-		l.client.track(l)
 		return nil
 	case extendUnacked:
-		l.end(lost, notReplicatedCause)
 		return fmt.Errorf("distlock: extend %q: %w", l.key, ErrNotReplicated)
 	case extendUndecided:
 		return fmt.Errorf("distlock: extend %q: no majority answered", l.key)
 	}
-	l.end(lost, lossCause(out))
 	return ErrNotHeld
+}
+
+// extended applies the answer to an Extend to ttl sent at start, even when
+// its caller stopped waiting, and ends its lease call. It returns the
+// outcome for the caller: extendGone when Redis renewed a lease the Lock
+// gave up meanwhile (its deadline passed, or Release ran; Release frees it).
+func (l *Lock) extended(start time.Time, ttl time.Duration, out extendOutcome, err error) extendOutcome {
+	l.mu.Lock()
+	defer l.client.track(l)
+	defer l.mu.Unlock()
+	l.leaseCallEndedLocked()
+	switch {
+	case err != nil || out == extendUndecided:
+	case l.state != held:
+		return extendGone
+	case out == extendDone && l.ttl == ttl:
+		l.confirmLocked(start)
+	case out == extendDone:
+		l.renewAt = time.Now() // another Extend changed the TTL meanwhile: renew with it
+	case out == extendUnacked:
+		l.endLocked(lost, notReplicatedCause)
+	default:
+		l.endLocked(lost, lossCause(out))
+	}
+	return out
+}
+
+// beginLeaseCall waits until no other call that sets l's lease is in
+// flight, then marks one as in flight, for its caller: the renewer skips l
+// until leaseCallEndedLocked. Such calls must not overlap. A renewal's guard
+// comes from the last confirmed call (see guard); one sent while an Extend
+// is in flight could reach Redis after the deadline the Extend's answer
+// sets and find more lease left than its guard, and renew for nobody.
+func (l *Lock) beginLeaseCall(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		if l.state != held {
+			l.mu.Unlock()
+			return ErrNotHeld
+		}
+		if !l.renewing {
+			l.renewing = true
+			l.mu.Unlock()
+			return nil
+		}
+		if l.leaseIdle == nil {
+			l.leaseIdle = make(chan struct{})
+		}
+		idle := l.leaseIdle
+		l.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// leaseCallEndedLocked ends the lease call in flight.
+func (l *Lock) leaseCallEndedLocked() {
+	l.renewing = false
+	l.wakeLeaseWaitersLocked()
+}
+
+// wakeLeaseWaitersLocked wakes the callers waiting in beginLeaseCall.
+func (l *Lock) wakeLeaseWaitersLocked() {
+	if l.leaseIdle != nil {
+		close(l.leaseIdle)
+		l.leaseIdle = nil
+	}
 }
 
 // TTL returns the lease left on the server, ErrNotHeld when the lock is no
@@ -426,8 +489,18 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 func (l *Lock) confirm(ctx context.Context, start time.Time) error {
 	b := l.client.b
 	if l.renew {
+		if err := l.beginLeaseCall(ctx); err != nil {
+			return err
+		}
 		out, err := detachedFunc(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
-			return b.extend(ctx, l, l.lease())
+			out, err := b.extend(ctx, l, l.lease())
+			l.mu.Lock()
+			l.leaseCallEndedLocked()
+			if err == nil && out == extendDone && l.state == held {
+				l.confirmLocked(start)
+			}
+			l.mu.Unlock()
+			return out, err
 		})
 		switch {
 		case err != nil:
@@ -436,9 +509,6 @@ func (l *Lock) confirm(ctx context.Context, start time.Time) error {
 			l.end(lost, lossCause(out))
 			return ErrNotHeld
 		}
-		l.mu.Lock()
-		l.confirmLocked(start)
-		l.mu.Unlock()
 	} else {
 		left, err := detachedFunc(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
 			return b.pttl(ctx, l)
@@ -515,6 +585,8 @@ func (l *Lock) endLocked(state lockState, cause error) {
 		return
 	}
 	l.state, l.cause = state, cause
+	// Callers waiting in beginLeaseCall find it ended.
+	l.wakeLeaseWaitersLocked()
 	if state == lost { // observed before the signal, so a watcher finds the event
 		l.observeEndLocked(cause)
 	}

@@ -312,7 +312,7 @@ func (l *Lock) expiryCauseLocked() error {
 func (l *Lock) applyRenewal(x renewResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.renewing = false
+	l.leaseCallEndedLocked()
 	if l.state != held {
 		return
 	}
@@ -423,7 +423,7 @@ func nextBatch(queue []*Lock) (batch, rest []*Lock) {
 			continue
 		}
 		l.mu.Lock()
-		l.renewing = false
+		l.leaseCallEndedLocked()
 		l.mu.Unlock()
 	}
 	return batch, queue[i:]
