@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -512,15 +513,13 @@ func semaphore1(c *distlock.Client, name string) *distlock.Semaphore {
 
 type take func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error)
 
-// lateGrant takes a hold with take under lease ttl through a proxy that
-// delays every request to srv by upstream, from a Client whose connections
-// and scripts were set up before the delay. It returns the hold and when
-// its grant was sent.
-func lateGrant(t *testing.T, ctx context.Context, srv *redistest.Server, take take, ttl, upstream time.Duration) (*distlock.Lock, time.Time) {
+// warmProxied returns a Client whose requests to srv go through the proxy
+// it also returns, with its connections and scripts (Extend's is the
+// renewal's) set up by a hold of take under ttl: before a delay is set,
+// since each would then cost a delayed round trip.
+func warmProxied(t *testing.T, ctx context.Context, srv *redistest.Server, take take, ttl time.Duration) (*distlock.Client, *faultproxy.Proxy) {
 	t.Helper()
 	c, p, rdb := proxiedRedis(t, srv, true)
-	// Connect and load the scripts (Extend's is the renewal's) before the
-	// delay: each would cost a delayed round trip.
 	warm, err := take(c, ctx, distlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -536,6 +535,16 @@ func lateGrant(t *testing.T, ctx context.Context, srv *redistest.Server, take ta
 	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
 		t.Fatal(err)
 	}
+	return c, p
+}
+
+// lateGrant takes a hold with take under lease ttl through a proxy that
+// delays every request to srv by upstream, from a Client whose connections
+// and scripts were set up before the delay. It returns the hold and when
+// its grant was sent.
+func lateGrant(t *testing.T, ctx context.Context, srv *redistest.Server, take take, ttl, upstream time.Duration) (*distlock.Lock, time.Time) {
+	t.Helper()
+	c, p := warmProxied(t, ctx, srv, take, ttl)
 	p.SetUpstreamLatency(upstream)
 	sent := time.Now()
 	l, err := take(c, ctx, distlock.WithTTL(ttl))
@@ -589,23 +598,12 @@ func TestExtendWaitsForRenewalInFlight(t *testing.T) {
 	const ttl, latency = 3 * time.Second, 300 * time.Millisecond
 	srv := redistest.Start(t)
 	seen := monitorLines(t, srv.Addr)
-	c, p, rdb := proxiedRedis(t, srv, true)
 	ctx := ctxT(t, 30*time.Second)
-	// Connect and load the scripts before the delay, as lateGrant does.
-	warm, err := c.TryLock(ctx, "serial-warm", distlock.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
+	take := func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error) {
+		return c.TryLock(ctx, "serial", opts...)
 	}
-	if err := warm.Extend(ctx, ttl); err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
-		t.Fatal(err)
-	}
-	l, err := c.TryLock(ctx, "serial", distlock.WithTTL(ttl))
+	c, p := warmProxied(t, ctx, srv, take, ttl)
+	l, err := take(c, ctx, distlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
