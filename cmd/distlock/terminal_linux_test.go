@@ -209,12 +209,21 @@ func TestTerminalJob(t *testing.T) {
 	t.Run("bg, a read from the background, and fg", func(t *testing.T) {
 		// docs/cli.md: "bg resumes it in the background. A command that
 		// reads the terminal from the background stops (SIGTTIN) until
-		// you bring it forward, as any job does." COMMAND waits for the
-		// file go, so that it reads the terminal only once resumed in the
-		// background; the keeper renews the lock meanwhile.
+		// you bring it forward, as any job does." COMMAND waits for a
+		// line on the pipe go, so that it reads the terminal only once
+		// resumed in the background; the keeper renews the lock meanwhile.
+		// (Not a loop of sleeps: Ctrl-Z in the moment between a shell's
+		// vfork and its child's exec stops the child, while the shell
+		// waits for that exec and cannot stop, so the job never stops.
+		// Load made that moment likely; a terminal user could meet it too,
+		// with any shell script, distlock or not.)
 		sh := startShell(t, env)
 		const ttl = time.Second
-		sh.typ(t, `"$DL" run --ttl 1s tty-bg -- sh -c 'echo $$ > cmd.pid; while [ ! -e go ]; do sleep 0.02; done; echo x > reading; read x; echo "got:$x"'`+"\n")
+		goPipe := filepath.Join(sh.dir, "go")
+		if err := syscall.Mkfifo(goPipe, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sh.typ(t, `"$DL" run --ttl 1s tty-bg -- sh -c 'echo $$ > cmd.pid; read g < go; echo x > reading; read x; echo "got:$x"'`+"\n")
 		fence := waitHeld(t, c, "tty-bg")
 		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(sh.dir, "cmd.pid"), 10*time.Second)))
 		ctx := ctxT(t, 30*time.Second)
@@ -229,7 +238,15 @@ func TestTerminalJob(t *testing.T) {
 		if st := processState(pid); st != "T" {
 			t.Fatalf("COMMAND in state %q after Ctrl-Z, want T (stopped)", st)
 		}
-		if err := os.WriteFile(filepath.Join(sh.dir, "go"), nil, 0o644); err != nil {
+		// Read-write, so that the open does not wait for COMMAND (stopped
+		// before or in its open of go), and kept open, so that the line
+		// stays in the pipe until COMMAND reads it.
+		goW, err := os.OpenFile(goPipe, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer goW.Close()
+		if _, err := goW.Write([]byte("go\n")); err != nil {
 			t.Fatal(err)
 		}
 		// bash's bg: SIGCONT to the job's process group, the terminal
