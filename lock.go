@@ -305,7 +305,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 
 	out, err := detachedFunc(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
 		out, err := l.client.b.extend(ctx, l, ttl)
-		return l.extended(start, ttl, out, err), err
+		return l.extended(start, out, err), err
 	})
 	if err != nil {
 		return fmt.Errorf("distlock: extend %q: %w", l.key, err)
@@ -321,27 +321,28 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	return ErrNotHeld
 }
 
-// extended applies the answer to an Extend to ttl sent at start, even when
+// extended applies the answer to an Extend sent at start, even when
 // its caller stopped waiting, and ends its lease call. It returns the
 // outcome for the caller: extendGone when Redis renewed a lease the Lock
 // gave up meanwhile (its deadline passed, or Release ran; Release frees it).
-func (l *Lock) extended(start time.Time, ttl time.Duration, out extendOutcome, err error) extendOutcome {
+func (l *Lock) extended(start time.Time, out extendOutcome, err error) extendOutcome {
 	l.mu.Lock()
-	defer l.client.track(l)
-	defer l.mu.Unlock()
 	l.leaseCallEndedLocked()
+	stillHeld := l.state == held
 	switch {
 	case err != nil || out == extendUndecided:
-	case l.state != held:
-		return extendGone
-	case out == extendDone && l.ttl == ttl:
-		l.confirmLocked(start)
+	case !stillHeld:
+		out = extendGone
 	case out == extendDone:
-		l.renewAt = time.Now() // another Extend changed the TTL meanwhile: renew with it
+		l.confirmLocked(start) // l.ttl is ttl: no other lease call ran meanwhile
 	case out == extendUnacked:
 		l.endLocked(lost, notReplicatedCause)
 	default:
 		l.endLocked(lost, lossCause(out))
+	}
+	l.mu.Unlock()
+	if stillHeld {
+		l.client.track(l) // the scheduler must see the new deadline
 	}
 	return out
 }
