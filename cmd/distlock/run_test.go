@@ -89,39 +89,55 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestLostLockStopsCommand force-releases the lock under a running command:
-// the command gets SIGTERM at the holder's next renewal, a third of the TTL
-// later, long before the lease would have run out, and distlock exits 79.
+// TestLostLockStopsCommand takes the lock from under a running command, by
+// a forced release and by a Redis restarted empty: the command gets SIGTERM
+// at the holder's next renewal, a third of the TTL later, long before the
+// lease would have run out, and distlock exits 79.
 func TestLostLockStopsCommand(t *testing.T) {
-	env, c, _ := server(t)
-	dir := t.TempDir()
-	const ttl = 3 * time.Second // renewal every second
-	script := `trap 'echo term > marker; exit 0' TERM
+	losses := []struct {
+		name string
+		lose func(t *testing.T, c *distlock.Client, srv *redistest.Server)
+	}{
+		{"forced release", func(t *testing.T, c *distlock.Client, _ *redistest.Server) {
+			if _, err := c.ForceRelease(ctxT(t, 5*time.Second), "lost", 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		// Killed and back without its data: the keeper's connections
+		// break, and its next renewal finds the lock gone.
+		{"redis restarted empty", func(t *testing.T, _ *distlock.Client, srv *redistest.Server) { srv.Restart(t) }},
+	}
+	for _, loss := range losses {
+		t.Run(loss.name, func(t *testing.T) {
+			env, c, srv := server(t)
+			dir := t.TempDir()
+			const ttl = 3 * time.Second // renewal every second
+			script := `trap 'echo term > marker; exit 0' TERM
 echo "$DISTLOCK_FENCE" > started
 while :; do sleep 0.02; done`
-	p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "lost", "--", "sh", "-c", script)
-	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+			p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "lost", "--", "sh", "-c", script)
+			waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
 
-	released := time.Now()
-	if _, err := c.ForceRelease(ctxT(t, 5*time.Second), "lost", 0); err != nil {
-		t.Fatal(err)
-	}
-	waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
-	elapsed := time.Since(released)
-	if code := p.wait(t, 10*time.Second); code != exitLost {
-		t.Fatalf("exit %d, want %d (lost); stderr: %s", code, exitLost, p.stderr.String())
-	}
-	// One renewal interval (1s) plus margin for a loaded machine, and clearly
-	// before the lease (3s) would have run out by itself.
-	if elapsed > ttl/3+time.Second {
-		t.Fatalf("SIGTERM arrived %v after the forced release, want within a renewal interval (%v)", elapsed, ttl/3)
-	}
-	t.Logf("SIGTERM %v after the forced release (renewal interval %v)", elapsed, ttl/3)
-	if !strings.Contains(p.stderr.String(), `lock "lost" lost`) {
-		t.Fatalf("stderr does not explain the loss: %q", p.stderr.String())
-	}
-	if info, err := c.Inspect(ctxT(t, 5*time.Second), "lost"); err != nil || info.Held() {
-		t.Fatalf("after the run: %+v %v, want released", info, err)
+			lost := time.Now()
+			loss.lose(t, c, srv)
+			waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
+			elapsed := time.Since(lost)
+			if code := p.wait(t, 10*time.Second); code != exitLost {
+				t.Fatalf("exit %d, want %d (lost); stderr: %s", code, exitLost, p.stderr.String())
+			}
+			// One renewal interval (1s) plus margin for a loaded machine, and
+			// clearly before the lease (3s) would have run out by itself.
+			if elapsed > ttl/3+time.Second {
+				t.Fatalf("SIGTERM arrived %v after the loss, want within a renewal interval (%v)", elapsed, ttl/3)
+			}
+			t.Logf("SIGTERM %v after the loss (renewal interval %v)", elapsed, ttl/3)
+			if !strings.Contains(p.stderr.String(), `lock "lost" lost`) {
+				t.Fatalf("stderr does not explain the loss: %q", p.stderr.String())
+			}
+			if info, err := c.Inspect(ctxT(t, 5*time.Second), "lost"); err != nil || info.Held() {
+				t.Fatalf("after the run: %+v %v, want released", info, err)
+			}
+		})
 	}
 }
 
