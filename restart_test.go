@@ -1,6 +1,7 @@
 package distlock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -17,50 +18,78 @@ import (
 // holder's. Nothing is left behind but the fence counter.
 func TestRedisRestartedEmpty(t *testing.T) {
 	const ttl = 3 * time.Second // renewal every second
-	c, rdb, srv := setup(t)
-	ctx := ctxT(t, 30*time.Second)
-	old, err := c.TryLock(ctx, "restarted", distlock.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
+	// take returns the primitive's blocking and one-attempt acquire on c.
+	type take func(c *distlock.Client) (lock, try func(context.Context) (*distlock.Lock, error))
+	primitives := []struct {
+		name string
+		take take
+	}{
+		{"mutex", func(c *distlock.Client) (lock, try func(context.Context) (*distlock.Lock, error)) {
+			return func(ctx context.Context) (*distlock.Lock, error) { return c.Lock(ctx, "restarted", distlock.WithTTL(ttl)) },
+				func(ctx context.Context) (*distlock.Lock, error) { return c.TryLock(ctx, "restarted", distlock.WithTTL(ttl)) }
+		}},
+		{"write lock", func(c *distlock.Client) (lock, try func(context.Context) (*distlock.Lock, error)) {
+			rw, err := c.NewRWMutex("restarted")
+			must(t, err)
+			return func(ctx context.Context) (*distlock.Lock, error) { return rw.Lock(ctx, distlock.WithTTL(ttl)) },
+				func(ctx context.Context) (*distlock.Lock, error) { return rw.TryLock(ctx, distlock.WithTTL(ttl)) }
+		}},
+		{"semaphore", func(c *distlock.Client) (lock, try func(context.Context) (*distlock.Lock, error)) {
+			sem, err := c.NewSemaphore("restarted", 1)
+			must(t, err)
+			return func(ctx context.Context) (*distlock.Lock, error) { return sem.Acquire(ctx, distlock.WithTTL(ttl)) },
+				func(ctx context.Context) (*distlock.Lock, error) { return sem.TryAcquire(ctx, distlock.WithTTL(ttl)) }
+		}},
 	}
-	w := distlock.New(srv.Client(t))
-	defer w.Close()
-	got := acquireAsync(ctx, w, "restarted", distlock.WithTTL(ttl))
-	waitSubscribed(t, rdb, "restarted")
+	for _, p := range primitives {
+		t.Run(p.name, func(t *testing.T) {
+			c, rdb, srv := setup(t)
+			ctx := ctxT(t, 30*time.Second)
+			_, tryOld := p.take(c)
+			old, err := tryOld(ctx)
+			must(t, err)
+			w := distlock.New(srv.Client(t))
+			defer w.Close()
+			lockNew, tryNew := p.take(w)
+			got := make(chan lockResult, 1)
+			go func() { l, err := lockNew(ctx); got <- lockResult{l, err, time.Now()} }()
+			waitFor(t, 2*time.Second, "the waiter's subscription", func() bool {
+				chs, _ := rdb.PubSubChannels(ctx, "*").Result()
+				return len(chs) >= 1
+			})
 
-	restarted := time.Now()
-	srv.Restart(t)
-	// The waiter re-asks when its subscription comes back, and at the
-	// latest on its one-second safety-net retry; a loaded machine gets
-	// a few seconds more.
-	next := recv(t, got, ttl+3*time.Second)
-	t.Logf("waiter took the lock %v after the restart", next.at.Sub(restarted))
-	if next.l.Fence() <= old.Fence() {
-		t.Fatalf("fence %d after the restart, %d before: a resource would refuse the new holder", next.l.Fence(), old.Fence())
-	}
-	// The old holder's next renewal finds another grant, or none if it
-	// ran before the waiter's: lost either way, within one renewal
-	// interval of the restart (plus margin), before its lease would have run out.
-	select {
-	case <-old.Lost():
-		t.Logf("old holder told %v after the restart: %v", time.Since(restarted), old.Err())
-	case <-time.After(ttl - 500*time.Millisecond):
-		t.Fatalf("old holder not told of the loss %v after the restart", time.Since(restarted))
-	}
-	if err := old.Err(); !errors.Is(err, distlock.ErrTaken) && !errors.Is(err, distlock.ErrExpired) {
-		t.Fatalf("old holder's cause %v, want ErrTaken or ErrExpired", err)
-	}
-	if err := old.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Fatalf("old holder's Release: %v, want ErrNotHeld", err)
-	}
-	info, err := w.Inspect(ctx, "restarted")
-	if err != nil || !info.Held() || info.Fence != next.l.Fence() {
-		t.Fatalf("after the old holder's Release: %+v, %v; want held with fence %d", info, err, next.l.Fence())
-	}
-	if err := next.l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if keys, err := rdb.Keys(ctx, "*").Result(); err != nil || len(keys) != 1 {
-		t.Fatalf("keys left: %v, %v; want the fence counter alone", keys, err)
+			restarted := time.Now()
+			srv.Restart(t)
+			// The waiter asks again when its subscription comes back, and
+			// at the latest on its one-second safety-net retry; a loaded
+			// machine gets a few seconds more.
+			next := recv(t, got, ttl+3*time.Second)
+			t.Logf("waiter took it %v after the restart", next.at.Sub(restarted))
+			if next.l.Fence() <= old.Fence() {
+				t.Fatalf("fence %d after the restart, %d before: a resource would refuse the new holder", next.l.Fence(), old.Fence())
+			}
+			// The old holder's next renewal finds another grant (or none,
+			// if it ran first): lost within a renewal interval of the
+			// restart, before its lease would have run out.
+			select {
+			case <-old.Lost():
+				t.Logf("old holder told %v after the restart: %v", time.Since(restarted), old.Err())
+			case <-time.After(ttl - 500*time.Millisecond):
+				t.Fatalf("old holder not told of the loss %v after the restart", time.Since(restarted))
+			}
+			if err := old.Err(); !errors.Is(err, distlock.ErrTaken) && !errors.Is(err, distlock.ErrExpired) {
+				t.Fatalf("old holder's cause %v, want ErrTaken or ErrExpired", err)
+			}
+			if err := old.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+				t.Fatalf("old holder's Release: %v, want ErrNotHeld", err)
+			}
+			if l, err := tryNew(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+				t.Fatalf("after the old holder's Release, a third attempt: %v, %v; want ErrNotObtained (the new grant still holds)", l, err)
+			}
+			must(t, next.l.Release(ctx))
+			if keys, err := rdb.Keys(ctx, "*").Result(); err != nil || len(keys) != 1 {
+				t.Fatalf("keys left: %v, %v; want the fence counter alone", keys, err)
+			}
+		})
 	}
 }
