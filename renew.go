@@ -20,6 +20,9 @@ const (
 	maxPending   = 4096
 )
 
+// renewAllGap bounds how often renewAll renews every lock.
+const renewAllGap = time.Second
+
 // renewer is the one scheduler per Client behind every Lock: it renews due
 // leases in pipelined batches and fires the loss signal of any lock whose
 // local validity deadline passes without a confirmed renewal. It runs two
@@ -33,7 +36,9 @@ type renewer struct {
 	mu      sync.Mutex
 	pending []*Lock
 	stopped bool
-	armedAt int64 // unix ns the scheduler's timer fires; guarded by mu
+	rush    bool      // renew every lock now (renewAll)
+	rushed  time.Time // when renewAll last asked
+	armedAt int64     // unix ns the scheduler's timer fires; guarded by mu
 	// scheduled is how many locks the scheduler had when it last armed its
 	// timer; guarded by mu, for tests
 	scheduled int
@@ -103,6 +108,16 @@ func (c *Client) track(l *Lock) {
 	r.add(l)
 }
 
+// renewAll renews every lock c holds now (see renewer.renewAll).
+func (c *Client) renewAll() {
+	c.mu.Lock()
+	r := c.renewer
+	c.mu.Unlock()
+	if r != nil {
+		r.renewAll()
+	}
+}
+
 func (r *renewer) add(l *Lock) {
 	r.mu.Lock()
 	if r.stopped {
@@ -122,6 +137,26 @@ func (r *renewer) add(l *Lock) {
 		case r.wake <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// renewAll asks the scheduler to renew every lock it has now, not at its
+// scheduled time: a Client whose subscription came back after a break may
+// be talking to a server that restarted empty or a replica promoted
+// without some grants, and a holder should hear of that within a round
+// trip, not a third of its TTL later. A break costs one early renewal per
+// lock, and a connection that keeps breaking at most one per lock per
+// renewAllGap: later asks within it are dropped (the scheduled renewals
+// still run).
+func (r *renewer) renewAll() {
+	r.mu.Lock()
+	if now := time.Now(); now.Sub(r.rushed) >= renewAllGap {
+		r.rush, r.rushed = true, now
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -166,6 +201,9 @@ func (r *renewer) run() {
 				sched.at(x.l, x.l.nextEvent())
 			}
 		}
+		if r.takeRush(&sched) {
+			sched.renewAllAt(time.Now())
+		}
 		queue = sched.popDue(time.Now(), queue)
 		if !inflight && len(queue) > 0 {
 			var batch []*Lock
@@ -191,15 +229,7 @@ func (r *renewer) run() {
 func (r *renewer) arm(sched *schedule, timer *time.Timer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	busy := len(r.pending) > 0
-	for _, l := range r.pending {
-		if l.isHeld() {
-			sched.at(l, l.nextEvent())
-		}
-	}
-	clear(r.pending)
-	r.pending = r.pending[:0]
-	r.scheduled = len(*sched)
+	busy := r.schedulePendingLocked(sched)
 	var next time.Time
 	if len(*sched) > 0 {
 		next = (*sched)[0].heapAt
@@ -212,6 +242,35 @@ func (r *renewer) arm(sched *schedule, timer *time.Timer) {
 		timer.Reset(time.Until(next))
 		r.armedAt = next.UnixNano()
 	}
+}
+
+// schedulePendingLocked moves the pending locks still held into sched and
+// reports whether there were any.
+func (r *renewer) schedulePendingLocked(sched *schedule) bool {
+	busy := len(r.pending) > 0
+	for _, l := range r.pending {
+		if l.isHeld() {
+			sched.at(l, l.nextEvent())
+		}
+	}
+	clear(r.pending)
+	r.pending = r.pending[:0]
+	r.scheduled = len(*sched)
+	return busy
+}
+
+// takeRush reports whether renewAll was asked for since it last looked,
+// and then schedules the pending locks too: a lock granted just before the
+// break may not have been scheduled yet.
+func (r *renewer) takeRush(sched *schedule) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.rush {
+		return false
+	}
+	r.rush = false
+	r.schedulePendingLocked(sched)
+	return true
 }
 
 func (r *renewer) takePending() []*Lock {
@@ -296,6 +355,19 @@ func (l *Lock) dueForRenewal(now time.Time) bool {
 		return false
 	}
 	l.renewing = true
+	return true
+}
+
+// renewBy brings l's next renewal forward to now if it is later, and
+// reports whether it did; a lock not renewing, or with a lease call in
+// flight (whose answer says what a renewal would), is left alone.
+func (l *Lock) renewBy(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != held || !l.renew || l.renewing || !l.renewAt.After(now) {
+		return false
+	}
+	l.renewAt = now
 	return true
 }
 
@@ -388,6 +460,17 @@ func (s *schedule) at(l *Lock, t time.Time) {
 		return
 	}
 	heap.Push(s, l)
+}
+
+// renewAllAt makes every lock that renews and has no lease call in flight
+// due for renewal at now. It touches every lock once: a renewAll is rare.
+func (s *schedule) renewAllAt(now time.Time) {
+	for _, l := range *s {
+		if l.renewBy(now) {
+			l.heapAt = now
+		}
+	}
+	heap.Init(s)
 }
 
 // popDue removes the locks whose event has come, appends those due for

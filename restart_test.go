@@ -25,8 +25,12 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		take take
 	}{
 		{"mutex", func(c *distlock.Client) (lock, try func(context.Context) (*distlock.Lock, error)) {
-			return func(ctx context.Context) (*distlock.Lock, error) { return c.Lock(ctx, "restarted", distlock.WithTTL(ttl)) },
-				func(ctx context.Context) (*distlock.Lock, error) { return c.TryLock(ctx, "restarted", distlock.WithTTL(ttl)) }
+			return func(ctx context.Context) (*distlock.Lock, error) {
+					return c.Lock(ctx, "restarted", distlock.WithTTL(ttl))
+				},
+				func(ctx context.Context) (*distlock.Lock, error) {
+					return c.TryLock(ctx, "restarted", distlock.WithTTL(ttl))
+				}
 		}},
 		{"write lock", func(c *distlock.Client) (lock, try func(context.Context) (*distlock.Lock, error)) {
 			rw, err := c.NewRWMutex("restarted")
@@ -92,4 +96,59 @@ func TestRedisRestartedEmpty(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHolderToldWhenSubscriptionReconnects: a Client whose subscription
+// breaks and comes back (a restart, a failover, a network cut) renews every
+// lock it holds at once, so that a holder hears that a restarted-empty
+// server gave its lock away within a round trip of the reconnect, not at
+// its next renewal a third of the TTL later.
+func TestHolderToldWhenSubscriptionReconnects(t *testing.T) {
+	const ttl = 30 * time.Second // next renewal 10 s after the grant
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+
+	// The holder's Client waits once, on another key, so that it keeps a
+	// subscription open (an idle channel stays subscribed).
+	first, err := c.TryLock(ctx, "warm")
+	must(t, err)
+	got := make(chan lockResult, 1)
+	go func() { l, err := c.Lock(ctx, "warm"); got <- lockResult{l, err, time.Now()} }()
+	waitFor(t, 2*time.Second, "the holder's subscription", func() bool {
+		chs, _ := rdb.PubSubChannels(ctx, "*").Result()
+		return len(chs) >= 1
+	})
+	must(t, first.Release(ctx))
+	must(t, recv(t, got, 2*time.Second).l.Release(ctx))
+
+	old, err := c.TryLock(ctx, "restarted", distlock.WithTTL(ttl))
+	must(t, err)
+	w := distlock.New(srv.Client(t))
+	defer w.Close()
+	go func() {
+		l, err := w.Lock(ctx, "restarted", distlock.WithTTL(ttl))
+		got <- lockResult{l, err, time.Now()}
+	}()
+	waitFor(t, 2*time.Second, "the waiter's subscription", func() bool {
+		chs, _ := rdb.PubSubChannels(ctx, "*").Result()
+		return len(chs) >= 2
+	})
+
+	restarted := time.Now()
+	srv.Restart(t)
+	next := recv(t, got, 10*time.Second)
+	t.Logf("waiter took it %v after the restart", next.at.Sub(restarted))
+	// Both Clients reconnect within about 130 ms (the listener's backoff);
+	// the renewal at the next scheduled time would come 10 s after the
+	// grant. Half of that is the bound, for a loaded machine.
+	select {
+	case <-old.Lost():
+		t.Logf("old holder told %v after the restart: %v", time.Since(restarted), old.Err())
+	case <-time.After(ttl / 6):
+		t.Fatalf("old holder not told of the loss %v after the restart: it waited for its scheduled renewal", time.Since(restarted))
+	}
+	if err := old.Err(); !errors.Is(err, distlock.ErrTaken) && !errors.Is(err, distlock.ErrExpired) {
+		t.Fatalf("old holder's cause %v, want ErrTaken or ErrExpired", err)
+	}
+	must(t, next.l.Release(ctx))
 }

@@ -135,19 +135,23 @@ func (s *subscriber) closeAll() {
 }
 
 // listen reads ps until the notifier closes. A broken connection wakes all
-// waiters, then go-redis reconnects and resubscribes on the next Receive.
+// waiters, then go-redis reconnects and resubscribes on the next Receive;
+// the first answer after that renews every lock the Client holds (see
+// renewer.renewAll).
 func (s *subscriber) listen(ps *redis.PubSub) {
 	n := s.n
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		backoff := time.Millisecond
+		broken := false
 		for {
 			msg, err := ps.Receive(n.ctx)
 			if err != nil {
 				if n.ctx.Err() != nil {
 					return
 				}
+				broken = true
 				if backoff == time.Millisecond { // the first failure since an answer
 					n.c.observe(context.Background(), Event{Kind: EventResubscribed, Err: err})
 				}
@@ -163,6 +167,10 @@ func (s *subscriber) listen(ps *redis.PubSub) {
 				continue
 			}
 			backoff = time.Millisecond
+			if broken { // an answer on a new connection
+				broken = false
+				n.c.renewAll()
+			}
 			switch m := msg.(type) {
 			case *redis.Message:
 				n.deliver(m.Channel, m.Payload)

@@ -153,6 +153,58 @@ func TestScheduleOrdersByNextEvent(t *testing.T) {
 	}
 }
 
+// renewAllAt brings forward the renewal of every held, renewing lock
+// without a lease call in flight, and leaves the others where they were.
+func TestRenewAllAtBringsRenewalsForward(t *testing.T) {
+	base := time.Now()
+	later := base.Add(10 * time.Second)
+	var s schedule
+	mk := func(l *Lock) *Lock {
+		l.heapIdx, l.renewAt, l.valid = -1, later, later.Add(time.Second)
+		s.at(l, later)
+		return l
+	}
+	renews := mk(&Lock{state: held, renew: true})
+	fixed := mk(&Lock{state: held})                                 // WithoutRenewal
+	inFlight := mk(&Lock{state: held, renew: true, renewing: true}) // its answer will tell
+	ended := mk(&Lock{state: released, renew: true})
+	s.renewAllAt(base)
+	if !renews.renewAt.Equal(base) || !renews.heapAt.Equal(base) {
+		t.Fatalf("a renewing lock is due at %v (scheduled %v), want now", renews.renewAt.Sub(base), renews.heapAt.Sub(base))
+	}
+	for name, l := range map[string]*Lock{"fixed lease": fixed, "lease call in flight": inFlight, "released": ended} {
+		if !l.renewAt.Equal(later) || !l.heapAt.Equal(later) {
+			t.Errorf("%s moved to %v", name, l.heapAt.Sub(base))
+		}
+	}
+	if heap.Pop(&s).(*Lock) != renews {
+		t.Fatal("the lock brought forward is not first in the schedule")
+	}
+	if due := s.popDue(base, nil); len(due) != 0 {
+		t.Fatalf("%d more locks due now", len(due))
+	}
+}
+
+// A subscription that keeps breaking renews every lock at most once per
+// renewAllGap.
+func TestRenewAllIsRateLimited(t *testing.T) {
+	r := &renewer{wake: make(chan struct{}, 1)}
+	r.renewAll()
+	if !r.rush {
+		t.Fatal("the first renewAll was dropped")
+	}
+	r.rush = false
+	r.renewAll()
+	if r.rush {
+		t.Fatal("a second renewAll within renewAllGap was taken")
+	}
+	r.rushed = r.rushed.Add(-renewAllGap)
+	r.renewAll()
+	if !r.rush {
+		t.Fatal("a renewAll renewAllGap after the last was dropped")
+	}
+}
+
 func TestNextBatchDropsEnded(t *testing.T) {
 	queue := []*Lock{{state: held}, {state: released}, {state: held}}
 	batch, rest := nextBatch(queue)
