@@ -147,10 +147,12 @@ func (c *Client) Close() error {
 	if r != nil {
 		r.stop()
 	}
+	// One bound for all the waiting below: Redis may hang every part of it.
+	deadline := time.Now().Add(2 * cleanupTimeout)
 	if n != nil {
-		n.close()
+		n.close(2 * cleanupTimeout)
 	}
-	c.bg.wait(2 * cleanupTimeout)
+	c.bg.wait(time.Until(deadline))
 	return nil
 }
 

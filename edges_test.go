@@ -822,3 +822,73 @@ func TestHandedOverLongFixedLeaseIsExtendedToItsTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseReturnsWhileSubscriptionReconnectHangs: a waiting Client's
+// subscription is cut (RST) while the network to Redis is a blackhole, so
+// go-redis' reconnect hangs in its handshake for the ReadTimeout, holding
+// the subscription's lock. Close must still return within its bound, as
+// with a renewal in flight (it waited for the ReadTimeout before), and what
+// it leaves running must end when go-redis gives up.
+func TestCloseReturnsWhileSubscriptionReconnectHangs(t *testing.T) {
+	const (
+		bound, slack = 4 * time.Second, 500 * time.Millisecond
+		readTimeout  = 2 * bound
+	)
+	ignore := goleak.IgnoreCurrent()
+	srv := redistest.Start(t)
+	p := faultproxy.Start(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: readTimeout, MaxRetries: -1})
+	defer rdb.Close()
+	c := distlock.New(rdb)
+	defer c.Close()
+	direct := srv.Client(t)
+	holder := distlock.New(direct)
+	defer holder.Close()
+	ctx := ctxT(t, 20*time.Second)
+	l, err := holder.TryLock(ctx, "k", distlock.WithTTL(time.Minute), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	got := acquireAsync(waitCtx, c, "k")
+	waitSubscribed(t, direct, "k")
+
+	p.Blackhole()
+	p.ResetAll()
+	// The listener reconnects at once, into the blackhole.
+	waitFor(t, 2*time.Second, "a new connection through the proxy", func() bool { return p.Conns() > 0 })
+	stopWaiting()
+	select {
+	case r := <-got:
+		if r.err == nil {
+			t.Fatal("the waiter took the lock through a blackhole")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the waiter did not return 2s after its context ended")
+	}
+	start := time.Now()
+	took, err := timedCall(bound+2*time.Second, c.Close)
+	if err != nil || took > bound+slack {
+		t.Errorf("Close with the subscription's reconnect hanging: %v after %v, want nil within %v+%v",
+			err, took.Round(time.Millisecond), bound, slack)
+	}
+	t.Logf("Close returned after %v", took.Round(time.Millisecond))
+	// What Close left running (the handshake's read, the waiter's clean-up)
+	// ends at go-redis' ReadTimeout: the blackhole dropped their requests.
+	p.Heal()
+	must(t, l.Release(ctx))
+	holder.Close()
+	for until := time.Now().Add(readTimeout + 5*time.Second); ; {
+		err := goleak.Find(ignore, goleak.IgnoreAnyFunction("os/exec.(*Cmd).Wait"),
+			goleak.IgnoreAnyFunction("github.com/distlock/distlock/internal/faultproxy.(*link).read"),
+			goleak.IgnoreAnyFunction("github.com/distlock/distlock/internal/faultproxy.(*link).write"),
+			goleak.IgnoreAnyFunction("github.com/distlock/distlock/internal/faultproxy.(*Proxy).accept"))
+		if err == nil {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatalf("%v after Close, past go-redis' ReadTimeout: %v", time.Since(start), err)
+		}
+	}
+	t.Logf("all ended %v after Close began", time.Since(start))
+}

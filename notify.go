@@ -315,10 +315,24 @@ func (n *notifier) pruneLocked() {
 	}
 }
 
-// close ends every subscription and waits for the notifier's goroutines.
-func (n *notifier) close() {
+// close stops the notifier and waits for its goroutines, at most limit: a
+// subscription reconnecting into a network that drops everything is stuck
+// in go-redis' handshake, holding the PubSub's lock, until its ReadTimeout,
+// and Close must not wait that long. A goroutine left then ends when
+// go-redis gives up or the network answers (it sees n.ctx cancelled).
+func (n *notifier) close(limit time.Duration) {
 	n.stop()
-	n.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		n.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 func signal(c chan struct{}) {
