@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // An uncontended Lock+Release allocates at most this many times more than
@@ -15,12 +16,13 @@ import (
 // grant, the WithTTL option, the Lock, and the boxing of the keys and
 // arguments that the floor does not pass; a Release under a ctx without a
 // deadline adds the timer that bounds it. Measured with go1.26 and go-redis
-// v9.23: 4 and 9 (one more each under -race). Before the scripts were
+// v9.23: 5 and 10 (one more each under -race), and 5 for a Client that
+// waited for another lock once (8 before its calls stopped building a line
+// entry they do not send). Before the scripts were
 // called as EVALSHA commands built in one slice (script.command) they were
 // 10 and 15, and 18 and 23 before the acquire and release calls stopped
 // allocating closures, the call its state, and the request its options and
-// try arguments apart. The bounds leave one allocation of room over the
-// -race figures.
+// try arguments apart. The bounds are the -race figures.
 const (
 	maxExtraAllocs           = 6
 	maxExtraAllocsNoDeadline = 11
@@ -35,17 +37,26 @@ func TestLockReleaseAllocations(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	c := distlock.New(rdb)
 	defer c.Close()
+	// waited is a Client that waited for another lock once, so that it
+	// keeps a subscription: its calls on free keys cost no more.
+	waited := distlock.New(rdb)
+	defer waited.Close()
+	waitOnce(t, rdb, waited)
+	withDeadline := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
 	for _, tc := range []struct {
 		name  string
+		c     *distlock.Client
 		ctx   func() (context.Context, context.CancelFunc)
 		extra float64
 	}{
-		{"background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }, maxExtraAllocsNoDeadline},
-		{"deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), time.Minute)
-		}, maxExtraAllocs},
+		{"background", c, func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }, maxExtraAllocsNoDeadline},
+		{"deadline", c, withDeadline, maxExtraAllocs},
+		{"deadline, after a wait on another key", waited, withDeadline, maxExtraAllocs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
 			ctx, cancel := tc.ctx()
 			defer cancel()
 			keys := []string{"alloc:floor", "alloc:fence"}
@@ -77,4 +88,21 @@ func TestLockReleaseAllocations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitOnce makes c wait for a lock another Client holds, until the
+// release hands it over, and releases it.
+func waitOnce(t *testing.T, rdb *redis.Client, c *distlock.Client) {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	holder := distlock.New(rdb)
+	defer holder.Close()
+	held, err := holder.TryLock(ctx, "alloc:waited")
+	must(t, err)
+	got := acquireAsync(ctx, c, "alloc:waited")
+	waitFor(t, 5*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{alloc:waited}:line").Val() == 1
+	})
+	must(t, held.Release(ctx))
+	must(t, recv(t, got, 5*time.Second).l.Release(ctx))
 }

@@ -101,25 +101,33 @@ type call struct {
 
 // start starts a call: a lock this Client waited for lately is likely
 // held, so the call lines up in the same request that asks, if its
-// subscription is still there; a fair call always lines up.
+// subscription is still there; a fair call always lines up. The line entry
+// is built only then: a Client that waited for some lock once keeps its
+// notifier, and its calls on other keys, mostly free, need no entry.
 func (q *call) start(ctx context.Context) {
 	r := q.r
 	q.n = q.s.c.existingNotifier()
-	if r.wait && (q.n != nil || r.cfg.fair) {
-		q.lineUp(ctx)
+	if !r.wait {
+		return
 	}
-	if r.wait && q.n != nil {
+	if q.n != nil {
+		q.inbox = r.names.inbox(q.s.c.id)
 		if q.w = q.n.joinLive(q.inbox, r.hold()); q.w != nil {
 			q.mode = modeJoin
 		}
 	}
-	if r.wait && r.cfg.fair {
+	if q.w != nil || r.cfg.fair {
+		q.lineUp(ctx)
+	}
+	if r.cfg.fair {
 		q.mode = modeFair
 	}
 }
 
 func (q *call) lineUp(ctx context.Context) {
-	q.inbox = q.r.names.inbox(q.s.c.id)
+	if q.inbox == "" {
+		q.inbox = q.r.names.inbox(q.s.c.id)
+	}
 	q.r.lineEntry(ctx, q.s.c.id)
 }
 
