@@ -150,7 +150,7 @@ func (c *Client) Close() error {
 	// One bound for all the waiting below: Redis may hang every part of it.
 	deadline := time.Now().Add(2 * cleanupTimeout)
 	if n != nil {
-		n.close(2 * cleanupTimeout)
+		n.close(time.Until(deadline))
 	}
 	c.bg.wait(time.Until(deadline))
 	return nil

@@ -110,29 +110,14 @@ func TestHolderToldWhenSubscriptionReconnects(t *testing.T) {
 
 	// The holder's Client waits once, on another key, so that it keeps a
 	// subscription open (an idle channel stays subscribed).
-	first, err := c.TryLock(ctx, "warm")
-	must(t, err)
-	got := make(chan lockResult, 1)
-	go func() { l, err := c.Lock(ctx, "warm"); got <- lockResult{l, err, time.Now()} }()
-	waitFor(t, 2*time.Second, "the holder's subscription", func() bool {
-		chs, _ := rdb.PubSubChannels(ctx, "*").Result()
-		return len(chs) >= 1
-	})
-	must(t, first.Release(ctx))
-	must(t, recv(t, got, 2*time.Second).l.Release(ctx))
+	waitOnce(t, rdb, c)
 
 	old, err := c.TryLock(ctx, "restarted", distlock.WithTTL(ttl))
 	must(t, err)
 	w := distlock.New(srv.Client(t))
 	defer w.Close()
-	go func() {
-		l, err := w.Lock(ctx, "restarted", distlock.WithTTL(ttl))
-		got <- lockResult{l, err, time.Now()}
-	}()
-	waitFor(t, 2*time.Second, "the waiter's subscription", func() bool {
-		chs, _ := rdb.PubSubChannels(ctx, "*").Result()
-		return len(chs) >= 2
-	})
+	got := acquireAsync(ctx, w, "restarted", distlock.WithTTL(ttl))
+	waitSubscribed(t, rdb, "restarted")
 
 	restarted := time.Now()
 	srv.Restart(t)
