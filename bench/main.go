@@ -138,6 +138,11 @@ func main() {
 }
 
 func runAndWrite(cfg config) error {
+	// Made before the run, not after: a missing -out directory failed the
+	// write of a 9-minute run's results.
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
 	rep, err := run(cfg)
 	if rep != nil {
 		if werr := rep.write(cfg.out); werr != nil && err == nil {
