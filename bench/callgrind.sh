@@ -36,14 +36,26 @@ pairs=5000 # pairsPerCount in child.go
 # (awk reads to the end: an early exit would fail the pipe under pipefail)
 total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ && !n { gsub(",", "", $1); print $1; n = 1 }'; }
 
+# await WHAT: reads the child coprocess's next line. A child that is gone
+# (an unknown row, or a Go process faulting under valgrind) fails the
+# script with its stderr: a read at end of file would end it silently.
+await() {
+	local line
+	if ! read -r line <&"${CHILD[0]}"; then
+		echo "callgrind.sh: $row: the child exited before it $1; run again if it faulted under valgrind" >&2
+		cat "$work/child.log" >&2 || true
+		exit 1
+	fi
+}
+
 # count PID: lets the child coprocess run its pairs, and resets and dumps
 # callgrind's counters of PID (the child's or redis-server's) around them.
 count() {
-	local pid=$1 line
-	read -r line <&"${CHILD[0]}" # R: warmed up
+	local pid=$1
+	await "warmed up"
 	callgrind_control -z "$pid" >/dev/null 2>&1
 	echo go >&"${CHILD[1]}"
-	read -r line <&"${CHILD[0]}" # D: the pairs ran
+	await "ran its pairs"
 	callgrind_control -d "$pid" >/dev/null 2>&1
 	echo end >&"${CHILD[1]}"
 }
@@ -66,7 +78,7 @@ for row in "${rows[@]}"; do
 	# Client under callgrind; GODEBUG keeps the runtime's preemption signals
 	# away from valgrind.
 	coproc CHILD { GODEBUG=asyncpreemptoff=1 exec valgrind --tool=callgrind --callgrind-out-file="$work/client.%p" \
-		"$work/bench" -child pairs -lib "$lib" -cfg "$cfg" -addr "127.0.0.1:$port" -key bench:u 2>"$work/client.log"; }
+		"$work/bench" -child pairs -lib "$lib" -cfg "$cfg" -addr "127.0.0.1:$port" -key bench:u 2>"$work/child.log"; }
 	cpid=$CHILD_PID
 	count "$cpid"
 	wait "$cpid" || true # a Go process may fault at exit under valgrind: the dump is taken
@@ -77,7 +89,7 @@ for row in "${rows[@]}"; do
 		>/dev/null 2>"$work/server.log") &
 	spid=$!
 	ready $((port + 1))
-	coproc CHILD { exec "$work/bench" -child pairs -lib "$lib" -cfg "$cfg" -addr "127.0.0.1:$((port + 1))" -key bench:u; }
+	coproc CHILD { exec "$work/bench" -child pairs -lib "$lib" -cfg "$cfg" -addr "127.0.0.1:$((port + 1))" -key bench:u 2>"$work/child.log"; }
 	ccpid=$CHILD_PID
 	count "$spid"
 	wait "$ccpid" || true
