@@ -692,6 +692,50 @@ func TestHandedOverFixedLeaseLastsItsTTL(t *testing.T) {
 	}
 }
 
+// A fair waiter whose re-ask finds the lock free behind a killed waiter's
+// entry hands it to itself inside that attempt (the handoff skips the dead
+// entry). The handoff set the lease, a short first one, so the Lock counts
+// its validity from that lease, not from its TTL: it is renewed, or
+// declared lost, before Redis lets the lock go.
+func TestHandoffInsideTheAttemptKeepsItsShortLease(t *testing.T) {
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	defer other.Close()
+	ctx := ctxT(t, 15*time.Second)
+	if _, err := other.TryLock(ctx, "self"); err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, c, "self", distlock.WithFair()) // a TTL of 10 s
+	waitFor(t, 2*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, "distlock:{self}:line").Val() == 1
+	})
+	// The holder dies (its lease ends, nobody is told) while a killed
+	// waiter's entry is first in line.
+	tx := rdb.TxPipeline()
+	tx.LPush(ctx, "distlock:{self}:line", "dead deadclient 10000 x 0 0:")
+	tx.Del(ctx, "distlock:{self}")
+	if _, err := tx.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 3*time.Second) // the waiter asks again within a second
+	if n := rdb.LLen(ctx, "distlock:{self}:line").Val(); n != 0 {
+		t.Fatalf("%d entries left in line: the grant was no handoff", n)
+	}
+	select { // a handoff's first lease is 2 s at most
+	case <-r.l.Lost():
+		t.Fatalf("lost: %v", r.l.Err())
+	case <-time.After(2*time.Second + 500*time.Millisecond):
+	}
+	if l, err := other.TryLock(ctx, "self"); err == nil {
+		t.Fatalf("another Client took the lock (fence %d) while its holder (fence %d) was told nothing", l.Fence(), r.l.Fence())
+	} else if !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Concurrent Release calls on one Lock drop exactly one hold: the others
 // get ErrNotHeld and the other reentrant hold stays.
 func TestConcurrentReleaseDropsOneHold(t *testing.T) {

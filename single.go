@@ -171,6 +171,11 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	case err != nil:
 		q.lastErr = err // already in line: keep waiting, ask again later
 		return nil, lineRefresh, false, nil
+	case rep.granted && rep.handed:
+		if l := q.handedOver(ctx, rep.fence); l != nil {
+			return l, 0, true, nil
+		}
+		return nil, -1, false, nil // gone before it was confirmed: ask again
 	case rep.granted:
 		return q.granted(rep, sent), 0, true, nil
 	case !r.wait:
@@ -194,12 +199,21 @@ func (q *call) granted(rep reply, sent time.Time) *Lock {
 	if q.again {
 		r.how = HowAfterWait
 	}
-	if rep.handed {
-		q.n.expectGrant(q.inbox, r.token)
-		r.how = HowHandedOver
-	}
 	q.won = true
 	return newLock(q.s.c, r, rep.fence, sent, r.cfg.ttl)
+}
+
+// handedOver builds the Lock of a grant that a handoff made to the call
+// before its attempt read it: the handoff, not the attempt, set the lease,
+// a short first one, so the Lock is built as a handed-over one (see
+// single.handedOver), whose notice is on its way. It returns nil if the
+// grant is gone by then.
+func (q *call) handedOver(ctx context.Context, fence int64) *Lock {
+	q.n.expectGrant(q.inbox, q.r.token)
+	q.r.how = HowHandedOver
+	l := q.s.handedOver(ctx, q.r, fence)
+	q.won = l != nil
+	return l
 }
 
 // wait parks until a handoff, a wake-up or d; it returns done with the
