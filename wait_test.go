@@ -344,6 +344,55 @@ func waitSubscribed(t *testing.T, rdb *redis.Client, key string) {
 	})
 }
 
+// A line lives 30 s after the last waiter asked, whether it joined a line
+// that was there already or asked again from its place: a line refreshed
+// only when it was made died under waiters that kept asking, and the lock
+// went to nobody in line (to a caller that came later, for WithFair).
+func TestLineLivesWhileWaitersAsk(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 15*time.Second)
+	const line = "distlock:{busy}:line"
+	holder, err := c.TryLock(ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// shortened stands for a line made 29 s ago; lives waits for its TTL to be a line's again.
+	shortened := func() {
+		t.Helper()
+		if !rdb.PExpire(ctx, line, 3*time.Second).Val() {
+			t.Fatal("no line")
+		}
+	}
+	lives := func(what string) {
+		t.Helper()
+		// (waiters ask again at least every second)
+		waitFor(t, 2500*time.Millisecond, what, func() bool { return rdb.PTTL(ctx, line).Val() > 10*time.Second })
+	}
+	for _, fair := range []bool{false, true} {
+		var opts []distlock.Option
+		if fair {
+			opts = append(opts, distlock.WithFair())
+		}
+		a, b := distlock.New(rdb), distlock.New(rdb)
+		defer a.Close()
+		defer b.Close()
+		first := acquireAsync(ctx, a, "busy", opts...)
+		waitFor(t, 2*time.Second, "the first waiter to line up", func() bool { return rdb.LLen(ctx, line).Val() == 1 })
+		shortened()
+		second := acquireAsync(ctx, b, "busy", opts...)
+		waitFor(t, 2*time.Second, "the second waiter to line up", func() bool { return rdb.LLen(ctx, line).Val() == 2 })
+		lives(fmt.Sprintf("fair %v: the line to live on when a waiter joins it", fair))
+		shortened()
+		lives(fmt.Sprintf("fair %v: the line to live on when its waiters ask again", fair))
+		for _, next := range []<-chan lockResult{first, second} {
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			holder = recv(t, next, 2*time.Second).l
+		}
+	}
+}
+
 // TestWaitersThatGaveUpLeaveTheLine: a waiter that gives up at its deadline
 // leaves the line as a cancelled one does. Handoffs skip its entry once the
 // deadline has passed, but while the lock stays held nothing else removes

@@ -42,12 +42,7 @@ if v then
   if mode == 'n' then
     return {0, redis.call('PTTL', KEYS[1])}
   end
-  local pos = again == '1' and redis.call('LPOS', KEYS[3], entry)
-  if pos then
-    clear_gone(pos, entry, ARGV[9], since)
-  elseif redis.call('RPUSH', KEYS[3], entry) == 1 or again == '1' then
-    redis.call('PEXPIRE', KEYS[3], ARGV[10])
-  end
+  line_up(entry, again, ARGV[10], ARGV[9], since)
   if line == '0' then
     local f, s, h, _, t = parse(v)
     redis.call('SET', KEYS[1], grant(f, s, h, '1', t), 'KEEPTTL')

@@ -79,6 +79,21 @@ local function clear_gone(pos, entry, pub, now)
   end
 end
 
+-- line_up puts entry at the end of the line, unless a re-ask finds it
+-- there already (and then clears a gone waiter's entry near it: see
+-- clear_gone; pub and now as there). Either way the line lives linettl
+-- more: every waiter asks again at least every second, so a line lives
+-- while any waiter does, however long the lock stays held.
+local function line_up(entry, again, linettl, pub, now)
+  local pos = again == '1' and redis.call('LPOS', KEYS[3], entry)
+  if pos then
+    clear_gone(pos, entry, pub, now)
+  else
+    redis.call('RPUSH', KEYS[3], entry)
+  end
+  redis.call('PEXPIRE', KEYS[3], linettl)
+end
+
 -- offer draws a fence for a grant to token and tells the waiter's client;
 -- returns the fence if someone heard it, else nil (the waiter is gone).
 local function offer(pub, client, token, link)

@@ -162,16 +162,3 @@ local function serve_ahead(entry, since, pub, claim, room, held)
   end
   return head, held
 end
-
--- line_up puts entry at the end of the line, unless a re-ask finds it
--- there already (and then clears a gone waiter's entry near it: see
--- clear_gone in lib.lua; pub and now as there).
-local function line_up(entry, again, linettl, pub, now)
-  local pos = again == '1' and redis.call('LPOS', KEYS[3], entry)
-  if pos then
-    clear_gone(pos, entry, pub, now)
-  else
-    redis.call('RPUSH', KEYS[3], entry)
-  end
-  redis.call('PEXPIRE', KEYS[3], linettl)
-end
