@@ -511,6 +511,55 @@ func TestMutexIsSyncLocker(t *testing.T) {
 	m.Unlock()
 }
 
+// A Mutex is also a mutex within its process: when a holder's lease runs
+// out, another goroutine of the process does not get the Mutex before the
+// holder's Unlock, and that Unlock releases the holder's own grant, never
+// the next one's. (Before, the second goroutine took the freed lock, the
+// first one's Unlock released it in the middle of its hold, and its own
+// Unlock then panicked.)
+func TestMutexUnlockReleasesItsOwnGrant(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 15*time.Second)
+	m, err := c.NewMutex("m", distlock.WithTTL(300*time.Millisecond), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Lock()
+	locked, unlocked := make(chan struct{}), make(chan any, 1)
+	proceed := make(chan struct{})
+	go func() {
+		m.Lock()
+		close(locked)
+		<-proceed
+		defer func() { unlocked <- recover() }()
+		m.Unlock()
+	}()
+	waitFor(t, 2*time.Second, "the first hold's lease to run out", func() bool {
+		return rdb.Exists(ctx, "distlock:{m}").Val() == 0
+	})
+	select { // a waiter in Redis would ask again within a second of the lease's end
+	case <-locked:
+		t.Fatal("a second goroutine got the Mutex before the first one's Unlock")
+	case <-time.After(1500 * time.Millisecond):
+	}
+	m.Unlock()
+	select {
+	case <-locked:
+	case <-ctx.Done():
+		t.Fatal("the second goroutine never got the Mutex")
+	}
+	if rdb.Exists(ctx, "distlock:{m}").Val() != 1 {
+		t.Fatal("the second goroutine holds the Mutex but not the lock")
+	}
+	close(proceed)
+	if p := <-unlocked; p != nil {
+		t.Fatalf("the second goroutine's Unlock panicked: %v", p)
+	}
+	if rdb.Exists(ctx, "distlock:{m}").Val() != 0 {
+		t.Fatal("Unlock left the lock held")
+	}
+}
+
 // TestScriptCacheFlushed runs each script of the lock path on a Redis that
 // has forgotten it (SCRIPT FLUSH: what a restarted or failed-over server
 // has): every call falls back from EVALSHA to EVAL and does its work, also
