@@ -267,3 +267,36 @@ func TestStaleHoldCannotReleaseLaterGrantOfSameOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A waiter whose owner came to hold the lock while it waited takes it again
+// on its next ask, and leaves the line then: its entry, left behind, would
+// have been handed the lock at the next release, for nobody.
+func TestReentryFromTheLineLeavesTheLine(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	first, second := distlock.New(rdb), distlock.New(rdb)
+	defer first.Close()
+	defer second.Close()
+	holder, err := c.TryLock(ctx, "owned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const line = "distlock:{owned}:line"
+	a := acquireAsync(ctx, first, "owned", distlock.WithOwner("job"))
+	waitFor(t, 2*time.Second, "the first waiter to line up", func() bool { return rdb.LLen(ctx, line).Val() == 1 })
+	b := acquireAsync(ctx, second, "owned", distlock.WithOwner("job"))
+	waitFor(t, 2*time.Second, "the second waiter to line up", func() bool { return rdb.LLen(ctx, line).Val() == 2 })
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	la := recv(t, a, 2*time.Second).l
+	lb := recv(t, b, 3*time.Second).l // on its next ask, within a second
+	if n := rdb.LLen(ctx, line).Val(); n != 0 {
+		t.Fatalf("%d entries left in line after the owner's second hold", n)
+	}
+	for _, l := range []*distlock.Lock{lb, la} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

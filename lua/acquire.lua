@@ -37,6 +37,11 @@ end
 if v then
   local r, line = held(v, token, owner, ttl)
   if r then
+    if again == '1' and not r[4] then
+      -- Its owner came to hold the lock while it waited: it leaves the
+      -- line (a handoff to it, {1, fence, 1, 1}, took its entry already).
+      redis.call('LREM', KEYS[3], 1, entry)
+    end
     return r
   end
   if mode == 'n' then
