@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -62,7 +63,7 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 	chances := 2
 	began := time.Now() // the keeper says nothing until it holds the lock
 	if cfg.wait >= 0 {
-		t := time.NewTimer(cfg.wait + keeperWait)
+		t := time.NewTimer(addSaturated(cfg.wait, keeperWait))
 		defer t.Stop()
 		giveUp = t.C
 	}
@@ -99,12 +100,23 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 	}
 }
 
+// addSaturated is a+b for durations of 0 or more, or the longest duration
+// if that overflows: a --wait near the largest one (2562047h47m16s) must
+// wait, not wrap around, fire at once and kill a healthy keeper.
+func addSaturated(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // supervise waits for COMMAND to end while passing signals on, relaying job
 // control on a terminal and stopping COMMAND if the keeper dies; the keeper
 // itself stops COMMAND on a loss.
 func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log *runLog) int {
 	var (
-		lost       bool // the lock is lost or its keeper is gone: COMMAND is being stopped
+		lost       bool      // the lock is lost or its keeper is gone: COMMAND is being stopped
+		lostAt     time.Time // when the runner learned of it
 		keeperGone bool
 		killAt     <-chan time.Time
 		lines      = k.lines
@@ -151,7 +163,7 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 		case line, ok := <-lines:
 			switch {
 			case ok && line == "lost":
-				lost = true
+				lost, lostAt = true, time.Now()
 			case ok && line == "pong":
 				hb.answered(time.Now())
 				if beatC != nil {
@@ -159,17 +171,10 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				}
 			case !ok:
 				lines, keeperGone, beatC = nil, true, nil
-				if lost {
-					break // the keeper has already begun stopping COMMAND
-				}
-				lost = true
-				j.terminate()
-				state := keeperState(k)
-				log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died (%v); stopping %s: SIGTERM now, SIGKILL in %v",
-					cfg.quoted(), state, cfg.command[0], cfg.grace), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
-				t := time.NewTimer(cfg.grace)
+				t := time.NewTimer(keeperLost(cfg, j, k, lost, lostAt, log))
 				defer t.Stop()
 				killAt = t.C
+				lost = true
 			}
 		case <-beatC:
 			if now := time.Now(); hb.fired(now) {
@@ -189,6 +194,9 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 			beat.Reset(time.Until(hb.due))
 		case <-killAt:
 			killAt = nil
+			if !groupRunning(j.pid) {
+				break // the keeper's SIGKILL came first, or COMMAND has just exited
+			}
 			log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
 				aCommand(cfg.command[0]), aGrace(cfg.grace))
 			j.signal(syscall.SIGKILL)
@@ -227,6 +235,26 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 			warnLeft = false
 		}
 	}
+}
+
+// keeperLost stops COMMAND when the keeper is gone and returns how long
+// until SIGKILL. After a loss the keeper was already stopping COMMAND, and
+// its SIGKILL timer died with it: the runner keeps that deadline, --grace
+// from when it learned of the loss (the keeper's, counted from a moment
+// before, comes no later), so that COMMAND never outlives it.
+func keeperLost(cfg *runConfig, j *job, k *keeperLink, lost bool, lostAt time.Time, log *runLog) time.Duration {
+	if !lost {
+		j.terminate()
+		state := keeperState(k)
+		log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died (%v); stopping %s: SIGTERM now, SIGKILL in %v",
+			cfg.quoted(), state, cfg.command[0], cfg.grace), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
+		return cfg.grace
+	}
+	state := keeperState(k)
+	left := max(time.Until(lostAt.Add(cfg.grace)), 0)
+	log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died (%v) while stopping %s after the loss; SIGKILL in %v",
+		cfg.quoted(), state, cfg.command[0], left.Round(time.Millisecond)), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
+	return left
 }
 
 // keeperState describes how the keeper ended, once it has.

@@ -29,8 +29,13 @@ const reapWait = 5 * time.Second
 // runner to kill COMMAND's process group before it releases the lock.
 func runKeeper(args []string) int {
 	// A message to a closed stderr must not kill the keeper: COMMAND would
-	// be left without its lock.
-	signal.Ignore(syscall.SIGPIPE)
+	// be left without its lock. Nor must the termination signals that the
+	// runner passes on to COMMAND: sent to every process at once (pkill
+	// distlock, a service manager stopping a control group) they would
+	// kill the keeper before COMMAND exits and the lock is released. The
+	// keeper follows its runner instead, and its stdin's EOF still ends it
+	// when the runner is gone.
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	setProcessName("distlock")
 	if len(args) < 2 {
 		return exitUsage

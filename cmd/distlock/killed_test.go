@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -131,6 +132,41 @@ while :; do sleep 0.02; done`
 		t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
 	}
 	if !strings.Contains(p.stderr.String(), "lock keeper of \"keeper\" died") {
+		t.Fatalf("stderr does not explain: %q", p.stderr.String())
+	}
+}
+
+// TestKeeperKilledDuringGrace: the keeper that is stopping COMMAND after a
+// loss holds the SIGKILL timer; if it dies within --grace, the runner keeps
+// the deadline, so that a COMMAND that ignores SIGTERM is still killed
+// within --grace of the loss instead of running on without the lock.
+func TestKeeperKilledDuringGrace(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	const grace = 3 * time.Second
+	script := `trap 'echo term > marker' TERM
+echo $$ > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "--ttl", "1s", "--grace", grace.String(), "graceless", "--", "sh", "-c", script)
+	pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "started"), 10*time.Second)))
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	if _, err := c.ForceRelease(ctxT(t, 5*time.Second), "graceless", 0); err != nil {
+		t.Fatal(err)
+	}
+	// The keeper wrote "lost" before it sent SIGTERM: the runner reads it
+	// before the EOF of the keeper's death.
+	waitFile(t, filepath.Join(dir, "marker"), 5*time.Second)
+	termed := time.Now()
+	if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid, grace+2*time.Second, termed)
+	t.Logf("COMMAND gone %v after SIGTERM (--grace %v)", time.Since(termed).Round(time.Millisecond), grace)
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "died (signal: killed) while stopping sh after the loss") {
 		t.Fatalf("stderr does not explain: %q", p.stderr.String())
 	}
 }
@@ -384,4 +420,49 @@ func TestStalledKeeperWhileWaiting(t *testing.T) {
 		t.Fatalf("keeper_stalled silence %v; the runner waited at least %v and lived %v", silence, least, lived)
 	}
 	t.Logf("silence %v, runner's life %v", silence, lived.Round(time.Millisecond))
+}
+
+// TestHugeWait: --wait near the largest duration waits like any other: the
+// runner's bound on its keeper (--wait and keeperWait more) saturates
+// instead of overflowing into a timer that fires at once.
+func TestHugeWait(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	held, err := c.TryLock(ctxT(t, 5*time.Second), "huge-wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startDL(t, dir, env, "run", "--wait", "2562047h47m16s", "huge-wait", "--", "sh", "-c", "echo ran > ran")
+	waitInLine(t, c, "huge-wait", p)
+	// An overflowed bound fires at once and gives the keeper up after the
+	// second chance: nothing to wait on but time, the absence of that.
+	select {
+	case <-p.done:
+		t.Fatalf("gave up a wait of 2562047h: exit %d; stderr %s", p.cmd.ProcessState.ExitCode(), p.stderr.String())
+	case <-time.After(secondChance + 2*time.Second):
+	}
+	if err := held.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d, want 0; stderr %s", code, p.stderr.String())
+	}
+	if got := readFile(t, filepath.Join(dir, "ran")); got != "ran\n" {
+		t.Fatalf("COMMAND wrote %q", got)
+	}
+}
+
+func TestAddSaturated(t *testing.T) {
+	const most = time.Duration(math.MaxInt64)
+	for _, tc := range []struct{ a, b, want time.Duration }{
+		{0, keeperWait, keeperWait},
+		{time.Hour, keeperWait, time.Hour + keeperWait},
+		{most - keeperWait, keeperWait, most},
+		{most - keeperWait + 1, keeperWait, most},
+		{most, keeperWait, most},
+	} {
+		if got := addSaturated(tc.a, tc.b); got != tc.want {
+			t.Errorf("addSaturated(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
 }

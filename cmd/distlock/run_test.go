@@ -384,6 +384,33 @@ while :; do sleep 0.02; done`
 	})
 }
 
+// TestSignalToRunnerAndKeeper: SIGTERM sent to both distlock processes at
+// once (pkill distlock, a service manager stopping a control group) must
+// not kill the keeper: it goes to COMMAND, whose exit releases the lock,
+// and distlock exits with COMMAND's status.
+func TestSignalToRunnerAndKeeper(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	script := `trap 'exit 3' TERM
+echo x > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "both-termed", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGKILL) })
+	// The keeper first: its death, if it dies, comes before the runner acts.
+	if err := syscall.Kill(keeper, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	signalProc(t, p, syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 3 {
+		t.Fatalf("exit %d, want the command's 3; stderr %s", code, p.stderr.String())
+	}
+	if info, err := c.Inspect(ctxT(t, 5*time.Second), "both-termed"); err != nil || info.Held() {
+		t.Fatalf("after exit: %+v %v, want released", info, err)
+	}
+}
+
 // TestIgnoredSignalsStayIgnored: signals that distlock is started with
 // ignored stay ignored, as under flock(1): COMMAND inherits that, and
 // distlock does not pass them on. `nohup distlock run ... &` ignores SIGHUP,
