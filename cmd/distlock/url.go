@@ -4,10 +4,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -88,6 +93,11 @@ func parseSingle(raw, rest string) (*target, error) {
 	}
 	o, err := redis.ParseURL(raw)
 	if err != nil {
+		return nil, err
+	}
+	_, tail, _ := strings.Cut(rest, "?")
+	q, _ := url.ParseQuery(tail) // go-redis has read it, as leniently
+	if err := checkNumbers(q, o.DB); err != nil {
 		return nil, err
 	}
 	o.ContextTimeoutEnabled = true
@@ -223,6 +233,9 @@ func parseSentinel(scheme, rest string) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNumbers(q, o.DB); err != nil {
+		return nil, err
+	}
 	if userinfo != "" {
 		o.Username, o.Password = user, pass
 	}
@@ -252,12 +265,70 @@ func parseCluster(scheme, rest string) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNumbers(q, 0); err != nil {
+		return nil, err
+	}
 	if o.TLSConfig != nil {
 		o.TLSConfig.MinVersion = tls.VersionTLS12
 	}
 	o.ContextTimeoutEnabled = true
 	o.DialerRetries = dialerRetries(o.DialerRetries)
 	return &target{cluster: o}, nil
+}
+
+// intOptions bounds the integer options that go-redis reads from a URL
+// without checking their range. Out of it a pool size panics as the client
+// is made (a negative one in make, one past int32 in the pool), a huge
+// buffer when a pipeline dials, and other negative numbers mean nothing
+// (-1, where allowed, turns retries, redirects or the pipeline pool off).
+var intOptions = map[string]struct{ lo, hi int }{
+	"pool_size":                  {0, math.MaxInt32},
+	"min_idle_conns":             {0, math.MaxInt32},
+	"max_idle_conns":             {0, math.MaxInt32},
+	"max_active_conns":           {0, math.MaxInt32},
+	"max_concurrent_dials":       {0, math.MaxInt32},
+	"pipeline_read_buffer_size":  {0, math.MaxInt32},
+	"pipeline_write_buffer_size": {0, math.MaxInt32},
+	"dialer_retries":             {0, math.MaxInt32},
+	"failing_timeout_seconds":    {0, math.MaxInt32},
+	"max_retries":                {-1, math.MaxInt32},
+	"max_redirects":              {-1, math.MaxInt32},
+	"pipeline_pool_size":         {-1, math.MaxInt32},
+	"protocol":                   {2, 3},
+}
+
+// durationOptions are the options go-redis reads as durations: plain
+// seconds it multiplies into nanoseconds unchecked, which wraps around.
+var durationOptions = []string{
+	"dial_timeout", "read_timeout", "write_timeout", "pool_timeout",
+	"min_retry_backoff", "max_retry_backoff", "dialer_retry_timeout",
+	"conn_max_idle_time", "idle_timeout", "conn_max_lifetime", "max_conn_age",
+	"conn_max_lifetime_jitter", "route_by_latency_tolerance",
+}
+
+// checkNumbers refuses the numbers of a URL that go-redis accepts but
+// would panic on or misread: options out of range (intOptions), seconds
+// past the longest duration, and a negative database.
+func checkNumbers(q url.Values, db int) error {
+	if db < 0 {
+		return fmt.Errorf("database %d: want 0 or more", db)
+	}
+	for _, name := range slices.Sorted(maps.Keys(intOptions)) { // the same error every time
+		r := intOptions[name]
+		for _, v := range q[name] {
+			if n, err := strconv.Atoi(v); err == nil && (n < r.lo || n > r.hi) {
+				return fmt.Errorf("%s=%s: want %d to %d", name, v, r.lo, r.hi)
+			}
+		}
+	}
+	for _, name := range durationOptions {
+		for _, v := range q[name] {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > int64(math.MaxInt64/time.Second) {
+				return fmt.Errorf("%s=%s: too long (at most %d seconds)", name, v, int64(math.MaxInt64/time.Second))
+			}
+		}
+	}
+	return nil
 }
 
 // dialerRetries is how often go-redis dials again at once when a dial fails,

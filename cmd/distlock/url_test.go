@@ -23,6 +23,9 @@ func TestParseRedisURL(t *testing.T) {
 		{"rediss-sentinel://app:pw@s1:1/m/2?sentinel_password=spw&dial_timeout=2s", "failover m [s1:1] db=2 user=app tls=true pass spass"},
 		{"redis-cluster://n1:7000,n2:7001,[::1]:7002", "cluster [n1:7000 n2:7001 [::1]:7002] user= tls=false"},
 		{"rediss-cluster://u:p@n1?max_retries=1", "cluster [n1:6379] user=u tls=true pass"},
+		// the bounds of checkNumbers, and -1 where it means off
+		{"redis://h/?pool_size=2147483647&max_retries=-1&pipeline_pool_size=-1&protocol=2&dial_timeout=9223372036", "single tcp h:6379 db=0 user= tls=false"},
+		{"redis-cluster://n1?max_redirects=-1&pool_size=0", "cluster [n1:6379] user= tls=false"},
 	}
 	for _, tc := range cases {
 		tg, err := parseRedisURL(tc.url)
@@ -55,6 +58,23 @@ func TestParseRedisURLErrors(t *testing.T) {
 		{"redis-cluster://n1?addr=n2:1", "HOST:PORT,HOST:PORT"},
 		{"redis-cluster://n1:x:y", "bad host:port"},
 		{"redis-cluster://u:p@n1:7000?%zz", "bad query"},
+		// numbers go-redis takes but panics on or misreads
+		{"redis://localhost/?pool_size=-5", "pool_size=-5: want 0 to 2147483647"},
+		{"redis://h/?pool_size=2147483648", "pool_size=2147483648"},
+		{"unix:///run/redis.sock?min_idle_conns=-1", "min_idle_conns=-1"},
+		{"redis://h/?max_active_conns=1&max_active_conns=4294967296", "max_active_conns=4294967296"},
+		{"rediss://h/?pipeline_read_buffer_size=9223372036854775807", "pipeline_read_buffer_size"},
+		{"redis://h/?pipeline_pool_size=-2", "want -1 to"},
+		{"redis://h/?max_retries=-5", "max_retries=-5"},
+		{"redis://h/?protocol=4", "protocol=4: want 2 to 3"},
+		{"redis://h/?dial_timeout=9223372037", "too long"},
+		{"redis://h/-1", "database -1"},
+		{"redis-sentinel://s1/m/-2", "database -2"},
+		{"redis-sentinel://s1/m?pool_size=-5", "pool_size=-5"},
+		{"redis-sentinel://s1/m?dialer_retries=-1", "dialer_retries=-1"},
+		{"redis-cluster://n1?pool_size=-5", "pool_size=-5"},
+		{"redis-cluster://n1?max_redirects=-3", "max_redirects=-3"},
+		{"redis-cluster://n1?read_timeout=99999999999", "too long"},
 	} {
 		_, err := parseRedisURL(tc.url)
 		if err == nil || !errors.Is(err, errBadURL) || !strings.Contains(err.Error(), tc.msg) {
@@ -77,6 +97,11 @@ func TestParseRedisURLErrors(t *testing.T) {
 		if err == nil || !errors.Is(err, errBadURL) || !strings.Contains(err.Error(), tc.msg) || strings.Contains(err.Error(), "hunter22") {
 			t.Errorf("%s: error %v, want one containing %q and not the password", tc.url, err, tc.msg)
 		}
+	}
+	// A bad number is a bad URL, status 64, not a panic in go-redis.
+	code, _, stderr := dl(t, nil, "status", "--redis", "redis://localhost/?pool_size=-5")
+	if code != exitUsage || !strings.Contains(stderr, "pool_size=-5: want 0") {
+		t.Errorf("status with pool_size=-5: exit %d, want %d; stderr %q", code, exitUsage, stderr)
 	}
 }
 
