@@ -124,7 +124,22 @@ func watchLeader(cfg *leaderConfig, e *distlock.Election, stdout, stderr io.Writ
 	defer stop()
 	// A closed stdout (`| head`) gives EPIPE, which ends the watch quietly.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	for l := range e.Observe(ctx) {
+	// Writes come only with a change of leader, which may be days away:
+	// the reader's going is watched for, not left to the next write.
+	gone, stopWatching := readerGone(stdout)
+	defer stopWatching()
+	changes := e.Observe(ctx)
+	for {
+		var l distlock.Leader
+		select {
+		case <-gone:
+			return exitOK // the reader is gone: nothing left to do
+		case c, ok := <-changes:
+			if !ok {
+				return exitOK // Observe ends only with ctx: a signal
+			}
+			l = c
+		}
 		now := time.Now()
 		var line []byte
 		if cfg.json {
@@ -142,7 +157,6 @@ func watchLeader(cfg *leaderConfig, e *distlock.Election, stdout, stderr io.Writ
 			return fail(stderr, "leader", fmt.Errorf("writing to stdout: %w", err), exitNone)
 		}
 	}
-	return exitOK // Observe ends only with ctx: a signal
 }
 
 // leaderText is one line about l: `web-1:8080 (term 7, for 3m12s)`, or

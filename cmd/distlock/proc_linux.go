@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -56,3 +57,59 @@ func groupRunning(pgid int) bool {
 // runner locks no goroutine to a thread, so its threads live as long as it
 // does.
 func killWithParent(sys *syscall.SysProcAttr) { sys.Pdeathsig = syscall.SIGKILL }
+
+// readerGone returns a channel that is closed once w can take no more
+// writes because its reader is gone: a pipe whose read end is closed
+// (`leader --watch | head -1`), a socket hung up. A watch that writes only
+// on a change learns of it at once, not at its next write. epoll reports
+// EPOLLERR and EPOLLHUP without being asked for any event, so nothing is
+// polled; for a regular file, which epoll refuses, the channel never
+// closes. stop ends the watching.
+func readerGone(w io.Writer) (gone <-chan struct{}, stop func()) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil, func() {}
+	}
+	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, func() {}
+	}
+	// stop closes wake's write end: its read end's EOF ends epoll_wait.
+	var wake [2]int
+	if err := syscall.Pipe2(wake[:], syscall.O_CLOEXEC); err != nil {
+		syscall.Close(ep)
+		return nil, func() {}
+	}
+	out := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { out = int(fd) }) // unlike Fd, leaves its mode alone
+	}
+	if out < 0 || syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, out, &syscall.EpollEvent{Fd: int32(out)}) != nil ||
+		syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, wake[0], &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(wake[0])}) != nil {
+		syscall.Close(ep)
+		syscall.Close(wake[0])
+		syscall.Close(wake[1])
+		return nil, func() {}
+	}
+	ch := make(chan struct{})
+	go func() {
+		defer syscall.Close(ep)
+		defer syscall.Close(wake[0])
+		events := make([]syscall.EpollEvent, 2)
+		for {
+			n, err := syscall.EpollWait(ep, events, -1)
+			if err == syscall.EINTR {
+				continue
+			}
+			// Any event ends it: the reader is gone, or stop was called.
+			for _, e := range events[:max(n, 0)] {
+				if int(e.Fd) == out {
+					close(ch)
+					break
+				}
+			}
+			return
+		}
+	}()
+	return ch, func() { syscall.Close(wake[1]) }
+}

@@ -2,7 +2,10 @@
 
 package main
 
-import "syscall"
+import (
+	"io"
+	"syscall"
+)
 
 // setProcessName is a no-op where the keeper is started by its path.
 func setProcessName(string) {}
@@ -14,3 +17,6 @@ func groupRunning(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
 // killWithParent does nothing where there is no parent-death signal: only
 // the keeper kills COMMAND when the runner dies.
 func killWithParent(*syscall.SysProcAttr) {}
+
+// readerGone never reports: a closed stdout is noticed at the next write.
+func readerGone(io.Writer) (<-chan struct{}, func()) { return nil, func() {} }

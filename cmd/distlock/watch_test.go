@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,11 +178,30 @@ func TestStatusWatchBlocks(t *testing.T) {
 // status 0 (EPIPE), not a death by SIGPIPE.
 func TestStatusWatchClosedStdout(t *testing.T) {
 	env, _, _ := server(t)
+	endsWithStdout(t, env, "status", "--watch", "--json", "--interval", "100ms")
+}
+
+// TestLeaderWatchClosedStdout: `leader --watch | head -1` ends as head
+// exits, although no change of leader comes to write and fail: the watch
+// notices its reader's going by itself.
+func TestLeaderWatchClosedStdout(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("elsewhere a closed stdout is noticed at the next write (readerGone)")
+	}
+	env, _, _ := server(t)
+	endsWithStdout(t, env, "leader", "--watch", "--json", "quiet")
+}
+
+// endsWithStdout runs the watch of args with stdout to a pipe, reads its
+// first JSON line and closes the pipe: the watch must end at once, status
+// 0, saying nothing.
+func endsWithStdout(t *testing.T, env []string, args ...string) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary(t), "status", "--watch", "--json", "--interval", "100ms")
+	cmd := exec.Command(binary(t), args...)
 	cmd.Env = append(cleanEnv(), env...)
 	cmd.Stdout = w
 	var stderr lockedBuffer
