@@ -40,7 +40,13 @@ func front(cfg *runConfig, args []string, log *runLog) int {
 	if g == nil {
 		return code
 	}
-	j, code := startJob(cfg, g, tty, k, log)
+	// Looked at once the lock is held, long after the shell started the
+	// pipeline's stages.
+	shared := sharedGroup(tty)
+	if shared {
+		signal.Notify(sigs, catchable(syscall.SIGTSTP, syscall.SIGTTIN)...)
+	}
+	j, code := startJob(cfg, g, tty, shared, k, log)
 	if j == nil {
 		return code
 	}
@@ -153,7 +159,17 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 	for {
 		select {
 		case sig := <-sigs:
-			if sig != syscall.SIGCONT {
+			if sig == syscall.SIGTTIN && j.gave {
+				// Another stage of the pipeline reads the terminal that
+				// COMMAND took (shared): it is theirs again, and they go on.
+				j.takeTerminalBack()
+				_ = syscall.Kill(-j.tty.pgrp, syscall.SIGCONT)
+			} else if exited != nil && (sig == syscall.SIGTSTP || sig == syscall.SIGTTIN) {
+				// COMMAND has exited (shared): the runner stops, as it
+				// would before COMMAND started, and leaves what COMMAND left
+				// to run. (signal.Reset would not do: Go then drops them.)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			} else if sig != syscall.SIGCONT {
 				j.signal(sig.(syscall.Signal))
 			} else if !lost && !k.gone() && exited == nil {
 				j.resume()

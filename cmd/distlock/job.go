@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ type job struct {
 	pid    int       // COMMAND's process ID, also its process group ID
 	tty    *terminal // nil when not on a terminal
 	gave   bool      // the terminal's foreground is COMMAND's because we gave it
+	shared bool      // on a terminal, others share the runner's process group (sharedGroup)
 	events chan jobEvent
 }
 
@@ -31,7 +33,7 @@ func (e jobEvent) ended() bool { return e.err != nil || e.ws.Exited() || e.ws.Si
 
 // startJob starts COMMAND for grant g. On failure it has the keeper release
 // the lock, says why and returns nil and the exit code.
-func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLog) (*job, int) {
+func startJob(cfg *runConfig, g *grant, tty *terminal, shared bool, k *keeperLink, log *runLog) (*job, int) {
 	cannot := func(err error, code int) (*job, int) {
 		k.finish()
 		log.error(evCannotRun, fmt.Sprintf("cannot run %q: %v", cfg.command[0], err), aCommand(cfg.command[0]), aError(err))
@@ -68,7 +70,8 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLo
 		// In the foreground as under flock(1): COMMAND reads the terminal
 		// and gets Ctrl-C and Ctrl-Z. Started from the background, it gets
 		// the terminal when the shell brings the job forward (resume).
-		if tty.ours() {
+		// Not in a shared group: then it gets the terminal when it uses it.
+		if tty.ours() && !shared {
 			sys.Foreground, sys.Ctty = true, tty.fd
 		}
 	}
@@ -87,7 +90,7 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, k *keeperLink, log *runLo
 	if err != nil {
 		return cannot(err, exitCannotRun)
 	}
-	j := &job{pid: pid, tty: tty, gave: sys.Foreground, events: make(chan jobEvent, 4)}
+	j := &job{pid: pid, tty: tty, gave: sys.Foreground, shared: shared, events: make(chan jobEvent, 4)}
 	go j.wait()
 	// The keeper learns COMMAND's group before COMMAND may run. If it is
 	// gone, no go-ahead: the shim exits and supervise handles the loss.
@@ -128,11 +131,25 @@ func (j *job) terminate() {
 // the whole job stopped, as under flock(1). The keeper, outside the job,
 // keeps renewing the lock. Off a terminal a stop is someone else's business:
 // whoever stopped COMMAND continues it.
+//
+// In a shared group COMMAND stopped by SIGTTIN or SIGTTOU, for using the
+// terminal while the runner's group has it, gets it (and is continued)
+// instead; and the group is stopped with SIGSTOP, since the runner then
+// catches SIGTSTP and SIGTTIN (and ignores SIGTTOU).
 func (j *job) suspend(sig syscall.Signal) {
 	if j.tty == nil {
 		return
 	}
+	if j.shared && (sig == syscall.SIGTTIN || sig == syscall.SIGTTOU) && !j.gave &&
+		j.tty.ours() && j.tty.setForeground(j.pid) == nil {
+		j.gave = true
+		j.signal(syscall.SIGCONT)
+		return
+	}
 	j.takeTerminalBack()
+	if j.shared {
+		sig = syscall.SIGSTOP
+	}
 	_ = syscall.Kill(-j.tty.pgrp, sig)
 }
 
@@ -142,10 +159,28 @@ func (j *job) resume() {
 	if j.tty == nil {
 		return
 	}
-	if j.tty.ours() && j.tty.setForeground(j.pid) == nil {
+	if !j.shared && j.tty.ours() && j.tty.setForeground(j.pid) == nil {
 		j.gave = true
 	}
 	j.signal(syscall.SIGCONT)
+}
+
+// sharedGroup tells whether COMMAND must leave the terminal to the
+// runner's process group, the shell's job, rather than take it: when
+// others are in that group, the other stages of a pipeline (`distlock run
+// k -- make | less`), or when distlock is a script's background job
+// (started with SIGINT ignored) and the script runs on. COMMAND, in a group
+// of its own for the keeper's sake, would otherwise put them in the
+// background; the first to read the terminal (less) would stop with
+// SIGTTIN, and the runner with it, leaving COMMAND running, and the lock
+// held after it, with nobody to answer for it until fg. So the terminal
+// stays with the job, the runner passes Ctrl-C, Ctrl-\ and Ctrl-Z on to
+// COMMAND, and COMMAND gets the terminal only when it uses it (suspend);
+// when another stage then reads it, the runner (catching SIGTTIN) gives it
+// back to them (supervise). The shells that ran distlock and wait for it
+// (a script, a subshell) do not count.
+func sharedGroup(tty *terminal) bool {
+	return tty != nil && (signal.Ignored(syscall.SIGINT) || othersInGroup(tty.pgrp))
 }
 
 // takeTerminalBack returns the terminal to the runner's group, if COMMAND

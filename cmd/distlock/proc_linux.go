@@ -48,6 +48,54 @@ func groupRunning(pgid int) bool {
 	return false
 }
 
+// othersInGroup tells whether processes other than distlock and its
+// ancestors are in process group pgrp, distlock's: the other stages of a
+// shell pipeline (`distlock run k -- make | less`), or a script's commands
+// run alongside. distlock's ancestors in its group are the shells that ran
+// it (a script, a subshell), waiting for it.
+func othersInGroup(pgrp int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	self := os.Getpid()
+	type proc struct{ ppid, pgrp int }
+	procs := map[int]proc{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		g, _ := strconv.Atoi(f[2])
+		procs[pid] = proc{ppid, g}
+	}
+	delete(procs, self)
+	for pid := os.Getppid(); pid > 1; {
+		p, ok := procs[pid]
+		delete(procs, pid)
+		if !ok {
+			break
+		}
+		pid = p.ppid
+	}
+	for _, p := range procs {
+		if p.pgrp == pgrp {
+			return true
+		}
+	}
+	return false
+}
+
 // killWithParent has the kernel SIGKILL COMMAND (the shim, which becomes
 // COMMAND by exec: the setting survives it) when the runner dies. The
 // keeper kills COMMAND's whole group when the runner dies, but when both

@@ -14,6 +14,17 @@ func setProcessName(string) {}
 // count until reaped.
 func groupRunning(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
 
+// othersInGroup cannot list a process group here: it guesses from distlock's
+// stdin, stdout and stderr, one of which is a pipe in a pipeline.
+func othersInGroup(int) bool {
+	for fd := 0; fd <= 2; fd++ {
+		if _, err := tcgetpgrp(fd); err != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // killWithParent does nothing where there is no parent-death signal: only
 // the keeper kills COMMAND when the runner dies.
 func killWithParent(*syscall.SysProcAttr) {}

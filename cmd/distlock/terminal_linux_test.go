@@ -312,6 +312,78 @@ func TestTerminalJob(t *testing.T) {
 	})
 }
 
+// TestTerminalPipeline: distlock as a stage of a shell pipeline at a
+// terminal shares the shell's job, its process group, with the other
+// stages. The terminal stays with that job, so that another stage may read
+// it (less): taken for COMMAND, it put them in the background, where such a
+// read stopped the job, distlock with it, while COMMAND ran on and the lock
+// stayed held after it. COMMAND still gets the terminal when it reads it,
+// and Ctrl-Z, fg and Ctrl-C, which reach the job, are passed on to it.
+func TestTerminalPipeline(t *testing.T) {
+	env, c, _ := server(t)
+	released := func(t *testing.T, key string) {
+		t.Helper()
+		if info, err := c.Inspect(ctxT(t, 5*time.Second), key); err != nil || info.Held() {
+			t.Fatalf("after the pipeline: %+v %v, want released", info, err)
+		}
+	}
+
+	t.Run("another stage reads the terminal", func(t *testing.T) {
+		sh := startShell(t, env)
+		// COMMAND runs until the second stage has read a line from the
+		// terminal, which it starts to do once COMMAND runs.
+		sh.typ(t, `"$DL" run tty-pipe -- sh -c 'echo x > started; while [ ! -e done ]; do sleep 0.01; done; exit 3' | `+
+			`sh -c 'while [ ! -e started ]; do sleep 0.01; done; read x </dev/tty; touch done; echo "got:$x"'; echo "rc=${PIPESTATUS[0]}"`+"\n")
+		waitFile(t, filepath.Join(sh.dir, "started"), 10*time.Second)
+		sh.typ(t, "typed\n")
+		sh.expect(t, "got:typed", 10*time.Second)
+		sh.expect(t, "rc=3", 10*time.Second)
+		released(t, "tty-pipe")
+	})
+
+	t.Run("the command reads the terminal", func(t *testing.T) {
+		sh := startShell(t, env)
+		sh.typ(t, `"$DL" run tty-pipe-read -- sh -c 'read x; echo "got:$x"; exit 3' | cat; echo "rc=${PIPESTATUS[0]}"`+"\n")
+		waitHeld(t, c, "tty-pipe-read")
+		sh.typ(t, "hello\n")
+		sh.expect(t, "got:hello", 10*time.Second)
+		sh.expect(t, "rc=3", 10*time.Second)
+		released(t, "tty-pipe-read")
+	})
+
+	t.Run("Ctrl-Z, fg and Ctrl-C", func(t *testing.T) {
+		sh := startShell(t, env)
+		const ttl = time.Second
+		sh.typ(t, `"$DL" run --ttl 1s tty-pipe-stop -- sh -c 'echo $$ > cmd.pid; exec sleep 60' | cat`+"\n")
+		fence := waitHeld(t, c, "tty-pipe-stop")
+		pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(sh.dir, "cmd.pid"), 10*time.Second)))
+		for deadline := time.Now().Add(10 * time.Second); processState(pid) != "S"; time.Sleep(5 * time.Millisecond) { // polling another process's state
+			if time.Now().After(deadline) {
+				t.Fatalf("COMMAND in state %q, want S (sleeping)", processState(pid))
+			}
+		}
+		sh.typ(t, "\x1a")
+		sh.expect(t, "Stopped", 10*time.Second)
+		sh.expect(t, prompt, 10*time.Second)
+		if st := processState(pid); st != "T" {
+			t.Fatalf("COMMAND in state %q after Ctrl-Z, want T (stopped)", st)
+		}
+		keepsLock(t, c, "tty-pipe-stop", fence, 3*ttl, "suspended pipeline")
+		sh.typ(t, "fg\n")
+		for deadline := time.Now().Add(10 * time.Second); processState(pid) != "S"; time.Sleep(5 * time.Millisecond) { // polling another process's state
+			if time.Now().After(deadline) {
+				t.Fatalf("COMMAND in state %q after fg, want S (sleeping)", processState(pid))
+			}
+		}
+		keepsLock(t, c, "tty-pipe-stop", fence, ttl, "resumed pipeline")
+		// Ctrl-C reaches the job, cat and distlock, which passes it on.
+		sh.typ(t, "\x03")
+		sh.expect(t, prompt, 10*time.Second)
+		waitDead(t, pid, 10*time.Second, time.Now())
+		released(t, "tty-pipe-stop")
+	})
+}
+
 // TestTerminalHangup: when the terminal goes away (a closed window, a
 // dropped ssh connection) while the job runs, the hangup reaches COMMAND,
 // and the lock is released, not left to run out its --ttl, by a keeper
