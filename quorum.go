@@ -239,16 +239,21 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	// must never release a later one of the same call.
 	token := newToken()
 	settled := make(chan struct{})
-	var won atomic.Bool
+	var won *Lock // set before settled is closed
 	// Node calls outlive the decision; each gives back what it was granted
-	// once the attempt is known to have failed.
+	// once the attempt is known to have failed, or once its Lock no longer
+	// holds: a grant that lands after the Lock's Release or loss would
+	// otherwise stay on the node, for nobody, for its TTL. (A Release that
+	// ends the hold after this check reaches the node after this grant.)
+	// Its counter is lifted either way, so that the next grants' agree.
 	var top int64 // the grant's fence, once settled
 	late := func(i int, res nodeResult) {
 		<-settled
-		if !won.Load() {
-			q.giveBack(i, r.names, token)
-		} else if v, _ := res.val.([]int64); isGrant(res) && v[1] != top {
+		if v, _ := res.val.([]int64); won != nil && isGrant(res) && v[1] != top {
 			q.settleFence(i, r.names, token, top) // as raiseFences did on the others
+		}
+		if won == nil || (isGrant(res) || res.err != nil) && !won.isHeld() {
+			q.giveBack(i, r.names, token)
 		}
 	}
 	grant, ttl := tryGrant(token, r.tail), r.cfg.ttl.Milliseconds()
@@ -276,7 +281,8 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 			}
 		}
 	}
-	ok := grants >= q.majority() && r.cfg.ttl-time.Since(start)-drift(r.cfg.ttl) > 0
+	valid := func() bool { return r.cfg.ttl-time.Since(start)-drift(r.cfg.ttl) > 0 }
+	ok := grants >= q.majority() && valid()
 	reentry, agreed := reentryFence(res, q.majority())
 	switch {
 	case !ok:
@@ -290,13 +296,16 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	case reentry:
 		top = agreed // the grant's: a node that granted it late may not be settled yet
 	case slices.ContainsFunc(fences, func(f int64) bool { return f != top }):
-		ok = q.raiseFences(ctx, r, token, res, top, errs)
+		// (a second round trip: the lease left is looked at again after it)
+		ok = q.raiseFences(ctx, r, token, res, top, errs) && valid()
 	}
-	won.Store(ok)
-	close(settled)
 	if ok {
 		r.token = token
-		return newLock(q.c, r, top, start, r.cfg.ttl), -1, nil
+		won = newLock(q.c, r, top, start, r.cfg.ttl)
+	}
+	close(settled)
+	if ok {
+		return won, -1, nil
 	}
 	for i, x := range res {
 		if x.err != nil || isGrant(x) {
@@ -423,12 +432,15 @@ func (q *quorum) release(ctx context.Context, l *Lock, _ string) (releaseOutcome
 			freed = freed || out == releaseFreed
 		}
 	}
+	// The lock was this Lock's only if a majority held it: copies left on
+	// fewer nodes (a node that granted late keeps its copy longer) are
+	// freed all the same, but say nothing of the lock.
 	switch {
-	case held == 0 && failed > 0:
+	case held < q.majority() && held+failed >= q.majority():
 		return releaseGone, fmt.Errorf("%d nodes unreachable", failed)
-	case held == 0 && taken > 0:
+	case held < q.majority() && taken > 0:
 		return releaseTaken, nil
-	case held == 0:
+	case held < q.majority():
 		return releaseGone, nil
 	case freed:
 		if n := q.c.existingNotifier(); n != nil {

@@ -374,3 +374,125 @@ func queuedConns(t *testing.T, port int) int {
 	}
 	return n
 }
+
+// proxiedQuorum starts n servers behind fault proxies, and two quorum
+// Clients (two processes' views) that reach them through the proxies,
+// each with one lock taken and released so that their connections and
+// script caches are warm. direct reaches each server past its proxy.
+func proxiedQuorum(t *testing.T, n int) (proxies []*faultproxy.Proxy, direct []*redis.Client, a, b *distlock.Client) {
+	t.Helper()
+	servers := redistest.StartN(t, n)
+	for _, s := range servers {
+		proxies = append(proxies, faultproxy.Start(t, s.Addr))
+		direct = append(direct, s.Client(t))
+	}
+	client := func() *distlock.Client {
+		nodes := make([]redis.UniversalClient, n)
+		for i, p := range proxies {
+			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			nodes[i] = rdb
+		}
+		c := distlock.NewQuorum(nodes)
+		t.Cleanup(func() { c.Close() })
+		ctx := ctxT(t, 5*time.Second)
+		l, err := c.TryLock(ctx, "warm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return proxies, direct, client(), client()
+}
+
+// An acquire whose majority's counters differ lifts them in a second round
+// trip, and the lease left is looked at again after it: a Lock whose
+// validity ran out meanwhile is not returned.
+func TestQuorumValidityAfterRaisingFences(t *testing.T) {
+	proxies, direct, c, _ := proxiedQuorum(t, 3)
+	ctx := ctxT(t, 10*time.Second)
+	for _, p := range proxies {
+		p.SetLatency(20 * time.Millisecond) // 40 ms round trips, under the 50 ms decision wait
+	}
+	// counters sets the nodes' fence counters step apart, above any fence
+	// drawn yet: with a step, every majority's counters differ, as after a
+	// node restarted empty, and the acquire lifts them in a second round trip.
+	counters := func(step int64) {
+		base := time.Now().UnixMicro() + 1_000_000_000
+		for i, d := range direct {
+			if err := d.Set(ctx, "distlock:fence", base+int64(i)*step, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const ttl = 70 * time.Millisecond // a validity of 67 ms: one round trip, not two
+	counters(0)
+	l, err := c.TryLock(ctx, "one-trip", distlock.WithTTL(ttl), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatalf("one round trip: %v", err)
+	}
+	_ = l.Release(ctx)
+	counters(1000)
+	start := time.Now()
+	l, err = c.TryLock(ctx, "two-trips", distlock.WithTTL(ttl), distlock.WithoutRenewal())
+	if err == nil {
+		t.Fatalf("a Lock returned after %v with a validity of %v (fence %d)", time.Since(start), ttl-ttl/100-2*time.Millisecond, l.Fence())
+	} else if !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+}
+
+// Release tells whether the Lock held the lock by what a majority of nodes
+// says: a node that granted late keeps its copy of the lease longer than
+// the others, and when the others' copies ran out and another Client took
+// the lock, freeing that last copy does not make the Release a success.
+func TestQuorumReleaseCountsAMajority(t *testing.T) {
+	proxies, direct, a, b := proxiedQuorum(t, 3)
+	ctx := ctxT(t, 20*time.Second)
+	proxies[2].SetUpstreamLatency(800 * time.Millisecond) // node 2 gets the acquire late
+	l, err := a.TryLock(ctx, "k", distlock.WithTTL(2*time.Second), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := func(i int) bool { return direct[i].Exists(ctx, "distlock:{k}").Val() == 1 }
+	waitFor(t, 5*time.Second, "node 2's late copy", func() bool { return exists(2) })
+	proxies[2].SetUpstreamLatency(0)
+	waitFor(t, 5*time.Second, "the majority's copies to run out", func() bool { return !exists(0) && !exists(1) })
+	if _, err := b.TryLock(ctx, "k", distlock.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(2) {
+		t.Fatal("node 2's copy ran out too early for the test")
+	}
+	if err := l.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Release of a Lock that another Client holds on a majority: %v, want ErrNotHeld", err)
+	}
+	if exists(2) {
+		t.Fatal("node 2's stale copy was not freed")
+	}
+}
+
+// A node's grant that lands after its Lock was released is given back: it
+// would otherwise keep that node's vote from every contender for its TTL.
+func TestQuorumLateGrantAfterReleaseIsGivenBack(t *testing.T) {
+	proxies, direct, c, _ := proxiedQuorum(t, 3)
+	ctx := ctxT(t, 20*time.Second)
+	counter := func() string { return direct[2].Get(ctx, "distlock:fence").Val() }
+	before := counter()
+	proxies[2].SetUpstreamLatency(500 * time.Millisecond) // the acquire reaches node 2 late
+	l, err := c.TryLock(ctx, "k", distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxies[2].SetUpstreamLatency(0) // the release, on another connection, overtakes it
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the late grant to reach node 2", func() bool { return counter() != before })
+	waitFor(t, 3*time.Second, "node 2's late grant to be given back", func() bool {
+		return direct[2].Exists(ctx, "distlock:{k}").Val() == 0
+	})
+}
