@@ -816,3 +816,55 @@ func TestSemaphorePairCommands(t *testing.T) {
 		t.Errorf("%d server commands (script calls included), want 18", total)
 	}
 }
+
+// A fair campaign that finds the leader's lease run out hands the
+// leadership to the candidate first in line, and says so on the election's
+// channel, as every change of leader does: an observer that reported "no
+// leader" hears of the new one.
+func TestObserveSeesAFairCampaignsHandoff(t *testing.T) {
+	c, rdb, srv := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+	e, _ := c.NewElection("e")
+	watcher := distlock.New(srv.Client(t))
+	t.Cleanup(func() { watcher.Close() })
+	we, _ := watcher.NewElection("e")
+	seen := we.Observe(ctx)
+	next := func(what string) distlock.Leader {
+		t.Helper()
+		select {
+		case l := <-seen:
+			return l
+		case <-time.After(3 * time.Second): // a's lease is 1 s
+			t.Fatalf("Observe reported nothing: want %s", what)
+		}
+		return distlock.Leader{}
+	}
+	if l := next("no leader"); l.Elected() {
+		t.Fatalf("first report %+v, want no leader", l)
+	}
+	a, err := e.Campaign(ctx, "a", distlock.WithoutRenewal(), distlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := next("a"); l.Fence != a.Fence() {
+		t.Fatalf("report %+v, want a", l)
+	}
+	// Candidate b waits in line, its Client listening, and asks again only
+	// after c's attempt (here: never).
+	sub := rdb.Subscribe(ctx, "distlock:elect{e}:to:clientB")
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	rdb.RPush(ctx, "distlock:elect{e}:line", "tokB clientB 10000 x 0 0:b")
+	if l := next("a's end"); l.Elected() { // a's lease runs out
+		t.Fatalf("report %+v, want no leader", l)
+	}
+	other := distlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	oe, _ := other.NewElection("e")
+	go func() { _, _ = oe.Campaign(ctx, "c", distlock.WithFair()) }() // hands the lead to b
+	if l := next("b"); l.Value != "b" {
+		t.Fatalf("report %+v, want b", l)
+	}
+}

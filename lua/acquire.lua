@@ -31,6 +31,9 @@ if not v and fair then
     -- Free, but others came first (its holder died): the head takes it.
     if handoff(ARGV[9], since, ARGV[11]) then
       v = redis.call('GET', KEYS[1])
+      if ARGV[12] == '1' then -- a new leader, as a release's handoff says
+        redis.call(ARGV[9], KEYS[1] .. ':released', 'h')
+      end
     end
   end
 end
