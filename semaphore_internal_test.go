@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -79,4 +80,56 @@ func TestSemaphoreReleaseHandsByTheLimitInUse(t *testing.T) {
 		t.Fatal("the first waiter did not get the permit handed to it within 5s")
 	}
 	cancel()
+}
+
+// A caller of another limit that lined up while the semaphore's limit was
+// forgotten is refused when it asks again, once the limit is known, and
+// leaves the line: it waited on for a permit, which a release would then
+// have handed it, with ErrLimitMismatch never said.
+func TestSemaphoreLimitLearnedWhileWaiting(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := New(rdb)
+	defer c.Close()
+	ctx := ctxFor(t, 20*time.Second)
+	two, _ := c.NewSemaphore("pool", 2)
+	for range 2 {
+		if _, err := two.Acquire(ctx, WithTTL(30*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := c.names(permitKind, "pool")
+	got := make(chan error, 2)
+	for i := range 2 {
+		wc := New(srv.Client(t))
+		defer wc.Close()
+		s, _ := wc.NewSemaphore("pool", 2)
+		go func() { _, err := s.Acquire(ctx); got <- err }()
+		poll(t, 5*time.Second, "a waiter to line up", func() bool { return rdb.LLen(ctx, names.line).Val() == int64(i+1) })
+	}
+	// Every holder died and their keys ran out; the waiters' line lives on.
+	rdb.Del(ctx, names.lock+":h", names.lock+":d")
+	xc := New(srv.Client(t))
+	defer xc.Close()
+	five, _ := xc.NewSemaphore("pool", 5)
+	refused := make(chan error, 1)
+	go func() { _, err := five.Acquire(ctx); refused <- err }()
+	// The waiters take a permit each, the second recording the limit 2.
+	for range 2 {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rdb.HGet(ctx, names.lock+":d", "!n").Val(); n != "2" {
+		t.Fatalf("limit %q recorded, want 2", n)
+	}
+	select { // it asks again at least every second
+	case err := <-refused:
+		if !errors.Is(err, ErrLimitMismatch) {
+			t.Fatalf("Acquire with limit 5 of a semaphore of 2: %v, want ErrLimitMismatch", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Acquire with limit 5 of a semaphore of 2 waits on")
+	}
+	poll(t, 2*time.Second, "the refused caller to leave the line", func() bool { return rdb.LLen(ctx, names.line).Val() == 0 })
 }

@@ -165,8 +165,11 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 			s.abandon(r)
 		}
 		return nil, 0, true, notObtained(r.key, ctx.Err())
-	case err != nil && !q.again:
-		s.abandon(r) // what Redis did is unknown
+	case err != nil && (!q.again || errors.Is(err, ErrLimitMismatch)):
+		// What Redis did is unknown; and a semaphore asked with another
+		// limit than its holders' (recorded while this call waited) would
+		// refuse every ask, while a release might still hand it a permit.
+		s.abandon(r)
 		return nil, 0, true, err
 	case err != nil:
 		q.lastErr = err // already in line: keep waiting, ask again later
