@@ -245,7 +245,7 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	// holds: a grant that lands after the Lock's Release or loss would
 	// otherwise stay on the node, for nobody, for its TTL. (A Release that
 	// ends the hold after this check reaches the node after this grant.)
-	// Its counter is lifted either way, so that the next grants' agree.
+	// The node's counter is lifted either way, as on the other nodes.
 	var top int64 // the grant's fence, once settled
 	late := func(i int, res nodeResult) {
 		<-settled
