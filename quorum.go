@@ -471,26 +471,32 @@ func (q *quorum) extend(ctx context.Context, l *Lock, ttl time.Duration) (extend
 	res := q.onNodes(ctx, decisionWait(ttl), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
 		return extendScript.run(ctx, rdb, l.names.keys[:1], l.token, ttl.Milliseconds()).Int64()
 	}, q.decided(func(r nodeResult) bool { v, _ := r.val.(int64); return r.err == nil && v == 1 }), nil)
-	renewed, notHeld := 0, 0
+	renewed, notHeld, taken := 0, 0, 0
 	for _, x := range res {
 		switch v, _ := x.val.(int64); {
 		case x.err != nil:
 		case v == 1:
 			renewed++
+		case v < 0:
+			taken++
+			notHeld++
 		default:
 			notHeld++
 		}
 	}
-	return q.outcome(renewed, notHeld, start, ttl), nil
+	return q.outcome(renewed, notHeld, taken, start, ttl), nil
 }
 
 // outcome turns node counts into an extend outcome: done when a majority
 // renewed in time, gone when too many nodes said "not held" for a majority
-// to be reached, and undecided while nodes are down.
-func (q *quorum) outcome(renewed, notHeld int, start time.Time, ttl time.Duration) extendOutcome {
+// to be reached (taken when a majority found another grant), and undecided
+// while nodes are down.
+func (q *quorum) outcome(renewed, notHeld, taken int, start time.Time, ttl time.Duration) extendOutcome {
 	switch {
 	case renewed >= q.majority() && ttl-time.Since(start)-drift(ttl) > 0:
 		return extendDone
+	case taken >= q.majority():
+		return extendTaken
 	case notHeld > len(q.nodes)-q.majority():
 		return extendGone
 	}
@@ -533,11 +539,14 @@ func (q *quorum) renew(batch []*Lock) []renewResult {
 			res, _ = pipelineExtend(ctx, rdb, batch, replicaAck{})
 		}
 		return res, firstNetworkError(res)
-	}, func(res []nodeResult) bool { return q.allDecided(countRenewals(res, len(batch))) }, nil)
-	renewed, notHeld := countRenewals(res, len(batch))
+	}, func(res []nodeResult) bool {
+		renewed, notHeld, _ := countRenewals(res, len(batch))
+		return q.allDecided(renewed, notHeld)
+	}, nil)
+	renewed, notHeld, taken := countRenewals(res, len(batch))
 	out := make([]renewResult, len(batch))
 	for j, l := range batch {
-		out[j] = renewResult{l: l, start: start, ttl: l.lease(), out: q.outcome(renewed[j], notHeld[j], start, l.lease())}
+		out[j] = renewResult{l: l, start: start, ttl: l.lease(), out: q.outcome(renewed[j], notHeld[j], taken[j], start, l.lease())}
 		if out[j].out == extendUndecided {
 			out[j].err = fmt.Errorf("renewed on %d of %d nodes, %d needed", renewed[j], len(q.nodes), q.majority())
 		}
@@ -547,8 +556,8 @@ func (q *quorum) renew(batch []*Lock) []renewResult {
 
 // countRenewals counts, for each of n locks of a renewal batch, the nodes
 // that renewed it and those that said it is not held there.
-func countRenewals(res []nodeResult, n int) (renewed, notHeld []int) {
-	renewed, notHeld = make([]int, n), make([]int, n)
+func countRenewals(res []nodeResult, n int) (renewed, notHeld, taken []int) {
+	renewed, notHeld, taken = make([]int, n), make([]int, n), make([]int, n)
 	for _, node := range res {
 		answers, _ := node.val.([]renewResult)
 		for j, x := range answers {
@@ -558,10 +567,13 @@ func countRenewals(res []nodeResult, n int) (renewed, notHeld []int) {
 				renewed[j]++
 			default:
 				notHeld[j]++
+				if x.out == extendTaken {
+					taken[j]++
+				}
 			}
 		}
 	}
-	return renewed, notHeld
+	return renewed, notHeld, taken
 }
 
 // allDecided reports whether the node counts so far decide every lock of a

@@ -496,3 +496,33 @@ func TestQuorumLateGrantAfterReleaseIsGivenBack(t *testing.T) {
 		return direct[2].Exists(ctx, "distlock:{k}").Val() == 0
 	})
 }
+
+// A quorum holder whose renewal finds another grant on a majority is told
+// ErrTaken, as on a single node, not ErrExpired.
+func TestQuorumRenewalFindingAnotherGrantReportsTaken(t *testing.T) {
+	servers, a, b := quorumSetup(t, 3)
+	ctx := ctxT(t, 10*time.Second)
+	const ttl = 900 * time.Millisecond
+	l, err := a.TryLock(ctx, "stolen", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its keys vanish (an operator) and another takes it, both before the
+	// holder's first renewal (ttl/3 after its grant).
+	for _, s := range servers {
+		if err := s.Client(t).Del(ctx, "distlock:{stolen}").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.TryLock(ctx, "stolen"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * ttl):
+		t.Fatal("the holder was not told within 2×ttl that its lock was taken")
+	}
+	if !errors.Is(l.Err(), distlock.ErrTaken) {
+		t.Fatalf("cause %v, want ErrTaken", l.Err())
+	}
+}

@@ -238,11 +238,11 @@ func TestQuorumDecisions(t *testing.T) {
 		t.Errorf("majority of 5 = %d", q.majority())
 	}
 	start := time.Now()
-	if q.outcome(3, 0, start, time.Second) != extendDone || q.outcome(2, 3, start, time.Second) != extendGone ||
-		q.outcome(2, 1, start, time.Second) != extendUndecided {
+	if q.outcome(3, 0, 0, start, time.Second) != extendDone || q.outcome(2, 3, 1, start, time.Second) != extendGone ||
+		q.outcome(2, 1, 0, start, time.Second) != extendUndecided || q.outcome(0, 5, 3, start, time.Second) != extendTaken {
 		t.Error("quorum outcomes")
 	}
-	if q.outcome(3, 0, start.Add(-2*time.Second), time.Second) == extendDone {
+	if q.outcome(3, 0, 0, start.Add(-2*time.Second), time.Second) == extendDone {
 		t.Error("a majority that answered after the lease counted")
 	}
 }
