@@ -245,15 +245,16 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	// holds: a grant that lands after the Lock's Release or loss would
 	// otherwise stay on the node, for nobody, for its TTL. (A Release that
 	// ends the hold after this check reaches the node after this grant.)
-	// The node's counter is lifted either way, as on the other nodes.
+	// The node's counter is lifted either way, as on the other nodes. Both
+	// run in the node's call, within its bound, which Close's covers.
 	var top int64 // the grant's fence, once settled
-	late := func(i int, res nodeResult) {
+	late := func(ctx context.Context, i int, res nodeResult) {
 		<-settled
 		if v, _ := res.val.([]int64); won != nil && isGrant(res) && v[1] != top {
-			q.settleFence(i, r.names, token, top) // as raiseFences did on the others
+			_ = raiseFence(ctx, q.nodes[i], r.names, token, top).Err() // as raiseFences did on the others
 		}
 		if won == nil || (isGrant(res) || res.err != nil) && !won.isHeld() {
-			q.giveBack(i, r.names, token)
+			_ = q.giveBackNow(ctx, i, r.names, token)
 		}
 	}
 	grant, ttl := tryGrant(token, r.tail), r.cfg.ttl.Milliseconds()
@@ -322,7 +323,7 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 // grantDecided is decided(isGrant) for an attempt, except that grants that
 // took the lock again (reentries) decide only once a majority of nodes
 // agree on its fence: a node that granted the first hold after its quorum
-// decided keeps a fence of its own until settleFence lands there, and
+// decided keeps a fence of its own until attempt's late lifts it, and
 // reports that one for a reentry it answers meanwhile. The nodes that hold
 // the grant's fence are a majority (raiseFences saw to it), so waiting for
 // one more answer finds it. Too few grants decide a failure at once.
@@ -374,15 +375,12 @@ func isGrant(r nodeResult) bool {
 
 // giveBack releases, in the background, whatever node i granted token.
 func (q *quorum) giveBack(i int, names keyNames, token string) {
-	q.c.background(func(ctx context.Context) {
-		_ = runRelease(ctx, q.nodes[i], hold{mutexKind, names, token, nil}, publishArg, "", true).Err()
-	})
+	q.c.background(func(ctx context.Context) { _ = q.giveBackNow(ctx, i, names, token) })
 }
 
-// settleFence raises, in the background, the fence of node i, which granted
-// token after the attempt was decided.
-func (q *quorum) settleFence(i int, names keyNames, token string, top int64) {
-	q.c.background(func(ctx context.Context) { _ = raiseFence(ctx, q.nodes[i], names, token, top).Err() })
+// giveBackNow releases whatever node i granted token.
+func (q *quorum) giveBackNow(ctx context.Context, i int, names keyNames, token string) error {
+	return runRelease(ctx, q.nodes[i], hold{mutexKind, names, token, nil}, publishArg, "", true).Err()
 }
 
 // raiseFence settles one node on the grant's fence top (raise_fence.lua).
@@ -607,7 +605,8 @@ type nodeFunc func(context.Context, int, redis.UniversalClient) (any, error)
 // ctx ends) for the answers; a node that has not answered by then counts as
 // failed. If enough is non-nil, it stops waiting as soon as enough says the
 // answers so far decide the outcome; answers after the decision go to late,
-// if set, from the node's goroutine.
+// if set, from the node's goroutine and with the call's context, so that
+// what late does stays within the call's bound.
 //
 // The node calls run under a context of their own, detached from ctx and
 // bounded by wait + cleanupTimeout: neither the decision nor the caller
@@ -615,7 +614,7 @@ type nodeFunc func(context.Context, int, redis.UniversalClient) (any, error)
 // off, and the call's grant must still be seen). Each call has its own
 // goroutine because a go-redis client without ContextTimeoutEnabled would
 // not stop at the deadline.
-func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, enough func([]nodeResult) bool, late func(int, nodeResult)) []nodeResult {
+func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, enough func([]nodeResult) bool, late func(context.Context, int, nodeResult)) []nodeResult {
 	var (
 		mu       sync.Mutex
 		decided  bool
@@ -640,7 +639,7 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 			if decided {
 				mu.Unlock()
 				if late != nil {
-					late(i, nodeResult{v, err})
+					late(callCtx, i, nodeResult{v, err})
 				}
 				return
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 // quorumSetup starts n independent servers and two quorum Clients on them
@@ -524,5 +525,31 @@ func TestQuorumRenewalFindingAnotherGrantReportsTaken(t *testing.T) {
 	}
 	if !errors.Is(l.Err(), distlock.ErrTaken) {
 		t.Fatalf("cause %v, want ErrTaken", l.Err())
+	}
+}
+
+// What a quorum attempt's node calls do after the decision (give back a
+// grant that came late) stays within Close's bound, a blackholed node
+// included: the give-back runs within the node call's own bound.
+func TestQuorumCloseCoversLateGiveBacks(t *testing.T) {
+	proxies, _, a, b := proxiedQuorum(t, 3)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := b.TryLock(ctx, "k", distlock.WithTTL(time.Minute), distlock.WithoutRenewal()); err != nil {
+		t.Fatal(err)
+	}
+	ignore := goleak.IgnoreCurrent()
+	proxies[2].Blackhole()
+	if _, err := a.TryLock(ctx, "k", distlock.WithTTL(10*time.Second)); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("TryLock of a held lock: %v", err)
+	}
+	took, err := timedCall(6*time.Second, a.Close)
+	if err != nil || took > 4*time.Second+500*time.Millisecond {
+		t.Fatalf("Close: %v after %v, want nil within 4s", err, took.Round(time.Millisecond))
+	}
+	// (the proxy's own goroutines, for connections made meanwhile, are not the Client's)
+	if err := goleak.Find(ignore, goleak.IgnoreAnyFunction("os/exec.(*Cmd).Wait"),
+		goleak.IgnoreAnyFunction("github.com/distlock/distlock/internal/faultproxy.(*link).read"),
+		goleak.IgnoreAnyFunction("github.com/distlock/distlock/internal/faultproxy.(*link).write")); err != nil {
+		t.Fatalf("after Close: %v", err)
 	}
 }
