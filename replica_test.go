@@ -65,3 +65,54 @@ func TestReplicaAckBadOptions(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// A lock that a release hands to a waiter under WithReplicaAck is
+// acknowledged by the replicas before Lock returns it, as an acquire is:
+// with the replica stalled, the waiter gets ErrNotReplicated and the grant
+// is given back. (The release wrote it without WAIT, and a promoted replica
+// would not have it.)
+func TestReplicaAckHandoff(t *testing.T) {
+	master := redistest.Start(t)
+	replica := master.StartReplica(t)
+	rdb := master.Client(t)
+	ack := distlock.WithReplicaAck(1, 200*time.Millisecond)
+	a, b := distlock.New(rdb, ack), distlock.New(master.Client(t), ack)
+	defer a.Close()
+	defer b.Close()
+	ctx := ctxT(t, 10*time.Second)
+	for _, stalled := range []bool{false, true} {
+		held, err := a.TryLock(ctx, "payment")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := acquireAsync(ctx, b, "payment")
+		waitFor(t, 2*time.Second, "the waiter to line up", func() bool { return rdb.LLen(ctx, "distlock:{payment}:line").Val() == 1 })
+		if stalled {
+			replica.Signal(syscall.SIGSTOP) // the replica stops acknowledging
+			defer replica.Signal(syscall.SIGCONT)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-got:
+			switch {
+			case !stalled && r.err != nil:
+				t.Fatalf("handoff with a live replica: %v", r.err)
+			case !stalled:
+				if err := r.l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			case r.err == nil:
+				t.Fatalf("handoff with a stalled replica returned a lock (fence %d), want ErrNotReplicated", r.l.Fence())
+			case !errors.Is(r.err, distlock.ErrNotReplicated):
+				t.Fatalf("handoff with a stalled replica: %v, want ErrNotReplicated", r.err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the waiter's Lock did not return")
+		}
+	}
+	waitFor(t, 3*time.Second, "the unacknowledged grant to be given back", func() bool {
+		return rdb.Exists(ctx, "distlock:{payment}").Val() == 0
+	})
+}

@@ -175,8 +175,9 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 		q.lastErr = err // already in line: keep waiting, ask again later
 		return nil, lineRefresh, false, nil
 	case rep.granted && rep.handed:
-		if l := q.handedOver(ctx, rep.fence); l != nil {
-			return l, 0, true, nil
+		q.n.expectGrant(q.inbox, r.token) // its notice is on its way
+		if l, err := q.handedOver(ctx, rep.fence, ""); l != nil || err != nil {
+			return l, 0, true, err
 		}
 		return nil, -1, false, nil // gone before it was confirmed: ask again
 	case rep.granted:
@@ -206,17 +207,16 @@ func (q *call) granted(rep reply, sent time.Time) *Lock {
 	return newLock(q.s.c, r, rep.fence, sent, r.cfg.ttl)
 }
 
-// handedOver builds the Lock of a grant that a handoff made to the call
-// before its attempt read it: the handoff, not the attempt, set the lease,
-// a short first one, so the Lock is built as a handed-over one (see
-// single.handedOver), whose notice is on its way. It returns nil if the
-// grant is gone by then.
-func (q *call) handedOver(ctx context.Context, fence int64) *Lock {
-	q.n.expectGrant(q.inbox, q.r.token)
-	q.r.how = HowHandedOver
-	l := q.s.handedOver(ctx, q.r, fence)
+// handedOver builds the Lock of a grant that a handoff made to the call:
+// told by its notice (link: the release's trace link), or found by an
+// attempt that read the lock after it. The handoff, not an attempt, set
+// the lease, a short first one (see single.handedOver). It returns nil if
+// the grant is gone by then.
+func (q *call) handedOver(ctx context.Context, fence int64, link string) (*Lock, error) {
+	q.r.how, q.r.link = HowHandedOver, link
+	l, err := q.s.handedOver(ctx, q.r, fence)
 	q.won = l != nil
-	return l
+	return l, err
 }
 
 // wait parks until a handoff, a wake-up or d; it returns done with the
@@ -227,10 +227,8 @@ func (q *call) wait(ctx context.Context, d time.Duration) (*Lock, bool, error) {
 		return nil, true, q.s.gaveUp(q.r, err, true, q.lastErr)
 	}
 	if h.fence > 0 {
-		q.r.how, q.r.link = HowHandedOver, h.link
-		if l := q.s.handedOver(ctx, q.r, h.fence); l != nil {
-			q.won = true
-			return l, true, nil
+		if l, err := q.handedOver(ctx, h.fence, h.link); l != nil || err != nil {
+			return l, true, err
 		}
 	}
 	return nil, false, nil
@@ -374,12 +372,15 @@ func limitError(err error) (string, bool) {
 // send time plus the lease; renewal raises it to the TTL. A lock that is
 // not renewed is extended to its TTL here, and a grant whose notice came so
 // late that little of that bound is left is confirmed with Redis first. It
-// returns nil if the grant is gone by then.
-func (s *single) handedOver(ctx context.Context, r *request, fence int64) *Lock {
+// returns nil if the grant is gone by then. With WithReplicaAck the grant,
+// which the release wrote without WAIT, is always confirmed (WAIT follows
+// the extend), and one that too few replicas acknowledge is given back and
+// fails with ErrNotReplicated, as an acquire does.
+func (s *single) handedOver(ctx context.Context, r *request, fence int64) (*Lock, error) {
 	first := min(r.cfg.ttl, handoffLease)
 	l := newLock(s.c, r, fence, r.sent, first)
-	if time.Until(l.validUntil()) > first/2 && (!r.cfg.noRenew || first == r.cfg.ttl) {
-		return l
+	if time.Until(l.validUntil()) > first/2 && (!r.cfg.noRenew || first == r.cfg.ttl) && s.ack == (replicaAck{}) {
+		return l, nil
 	}
 	var err error
 	if r.cfg.noRenew && first < r.cfg.ttl {
@@ -387,10 +388,14 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64) *Lock 
 	} else {
 		err = l.confirm(ctx, time.Now())
 	}
-	if errors.Is(err, ErrNotHeld) {
-		return nil
+	switch {
+	case errors.Is(l.Err(), ErrNotReplicated):
+		s.abandon(r)
+		return nil, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
+	case errors.Is(err, ErrNotHeld):
+		return nil, nil
 	}
-	return l
+	return l, nil
 }
 
 // abandon undoes what a Lock call that gave up may have left in Redis: its
