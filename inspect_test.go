@@ -315,3 +315,21 @@ func TestForceReleaseHandsToFairWaiter(t *testing.T) {
 		t.Fatal("fair waiter not handed the lock")
 	}
 }
+
+// List matches names and prefixes byte for byte: a prefix (or name) that
+// is not UTF-8 is quoted for SCAN as it is, not rune by rune, which made
+// its invalid bytes U+FFFD and the pattern match nothing.
+func TestListWithNonUTF8Prefix(t *testing.T) {
+	_, rdb, _ := setup(t)
+	c := distlock.New(rdb, distlock.WithKeyPrefix("l\xe9:"))
+	t.Cleanup(func() { c.Close() })
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := c.TryLock(ctx, "caf\xe9"); err != nil {
+		t.Fatal(err)
+	}
+	for _, pattern := range []string{"*", "caf\xe9"} {
+		if infos, err := c.List(ctx, pattern); err != nil || len(infos) != 1 {
+			t.Fatalf("List(%q) with the lock held: %v, %v", pattern, infos, err)
+		}
+	}
+}

@@ -94,11 +94,11 @@ func describeHolder(in distlock.LockInfo, n int) (string, []slog.Attr, bool) {
 // globQuote makes s a Redis glob that matches s alone.
 func globQuote(s string) string {
 	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
 			b.WriteByte('\\')
 		}
-		b.WriteRune(r)
+		b.WriteByte(s[i])
 	}
 	return b.String()
 }

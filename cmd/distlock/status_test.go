@@ -263,3 +263,17 @@ func TestReleaseForce(t *testing.T) {
 		t.Fatalf("read hold: exit %d %q", code, stderr)
 	}
 }
+
+// status finds a held lock whose name is not UTF-8 ("exit status 1 if
+// nothing holds it"): names are bytes.
+func TestStatusKeyWithNonUTF8Byte(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 10*time.Second)
+	const name = "caf\xe9-report" // a Latin-1 name
+	if _, err := c.TryLock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := dl(t, env, "status", name); code != 0 {
+		t.Fatalf("status of a held lock: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
