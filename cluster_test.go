@@ -535,3 +535,45 @@ func TestClusterKeyPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// When a waiter's slot moves, its Client subscribes its channel again on
+// the new owner (deployments.md), though its map of the Cluster still
+// names the old one for a while: that node answered the new SSUBSCRIBE with
+// MOVED, which passed for a broken connection, and the channel stayed off
+// until the Client's channels were pruned, every handoff unheard.
+func TestClusterSlotMigrationResubscribesOnTheNewOwner(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	holder, waiter := clusterLocks(t, cl), clusterLocks(t, cl)
+	ctx := ctxT(t, 40*time.Second)
+	const name = "mig-sub"
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	from := cl.MasterOf(t, hash)
+	var to *redistest.Server
+	for _, m := range cl.Masters(t) {
+		if m != from {
+			to = m
+			break
+		}
+	}
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, waiter, name)
+	subscribed := func(s *redistest.Server) bool {
+		chs, _ := s.Client(t).Do(ctx, "PUBSUB", "SHARDCHANNELS", hash+":*").Slice()
+		return len(chs) == 1
+	}
+	waitFor(t, 5*time.Second, "the waiter to listen and line up", func() bool {
+		return subscribed(from) && from.Client(t).LLen(ctx, hash+":line").Val() == 1
+	})
+	cl.MoveSlot(t, cl.Slot(t, hash), to)
+	waitFor(t, 5*time.Second, "the waiter's channel on the slot's new owner", func() bool { return subscribed(to) })
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 5*time.Second)
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

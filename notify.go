@@ -268,6 +268,13 @@ func (n *notifier) confirmed(channel string, ps *redis.PubSub) {
 	}
 }
 
+// wanted reports whether channel is one the notifier keeps subscribed.
+func (n *notifier) wanted(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.chans[channel] != nil
+}
+
 // unsubscribed handles the end of channel's subscription on ps. One that
 // this notifier did not ask for (a Cluster slot moved) is made again if the
 // channel still has waiters, who are woken to ask Redis: a release may have

@@ -37,7 +37,18 @@ type subscriber struct {
 type subOp struct {
 	channel string
 	on      bool
+	// moved counts the tries to subscribe a channel again that its node
+	// ended (its slot moved), 0 for a channel asked for by a waiter.
+	moved int
 }
+
+// movedTries bounds how often, movedRetry apart, a channel whose slot moved
+// is tried again while the client's map of the Cluster still names the old
+// node: reloading the map takes a round trip or two.
+const (
+	movedTries = 40
+	movedRetry = 50 * time.Millisecond
+)
 
 func newSubscriber(n *notifier, rdb redis.UniversalClient) *subscriber {
 	s := &subscriber{n: n, rdb: rdb, kick: make(chan struct{}, 1),
@@ -50,8 +61,12 @@ func newSubscriber(n *notifier, rdb redis.UniversalClient) *subscriber {
 
 // request asks for channel to be subscribed (on) or unsubscribed.
 func (s *subscriber) request(channel string, on bool) {
+	s.enqueue(subOp{channel: channel, on: on})
+}
+
+func (s *subscriber) enqueue(op subOp) {
 	s.mu.Lock()
-	s.ops = append(s.ops, subOp{channel, on})
+	s.ops = append(s.ops, op)
 	s.mu.Unlock()
 	signal(s.kick)
 }
@@ -113,6 +128,22 @@ func (s *subscriber) applySharded(op subOp) {
 	}
 	addr := node.Options().Addr
 	ps := s.shards[addr]
+	if op.moved > 0 && ps != nil && ps == old {
+		// Its node ended the subscription, the slot moved, but the map of
+		// the Cluster still names that node, which would answer MOVED: the
+		// map is reloaded, and the channel tried again shortly.
+		s.where[op.channel] = old
+		s.cluster.ReloadState(ctx)
+		if op.moved < movedTries {
+			op.moved++
+			time.AfterFunc(movedRetry, func() {
+				if s.n.wanted(op.channel) { // (not pruned meanwhile)
+					s.enqueue(op)
+				}
+			})
+		}
+		return
+	}
 	if ps == nil {
 		ps = node.SSubscribe(ctx)
 		s.shards[addr] = ps
@@ -180,7 +211,7 @@ func (s *subscriber) listen(ps *redis.PubSub) {
 					n.confirmed(m.Channel, ps)
 				case "unsubscribe", "sunsubscribe":
 					if n.unsubscribed(m.Channel, ps) {
-						s.request(m.Channel, true)
+						s.enqueue(subOp{channel: m.Channel, on: true, moved: 1})
 					}
 				}
 			}
