@@ -280,6 +280,38 @@ func TestReleasedLocksLeaveTheRenewer(t *testing.T) {
 	})
 }
 
+// Locks released after the scheduler took them in leave its schedule too,
+// soon after, not at their renewal time, a third of their TTL away: with
+// long leases the schedule grew with every release.
+func TestScheduledLocksLeaveTheRenewerWhenReleased(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client(t))
+	defer c.Close()
+	ctx := ctxFor(t, 30*time.Second)
+	const n = 100
+	locks := make([]*Lock, n)
+	for i := range locks {
+		l, err := c.TryLock(ctx, fmt.Sprintf("long:%d", i), WithTTL(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks[i] = l
+	}
+	r := c.renewer
+	scheduled := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.scheduled
+	}
+	poll(t, 3*pendingDrain, "the scheduler to take the locks in", func() bool { return scheduled() == n })
+	for _, l := range locks {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, 3*pendingDrain, "the released locks to leave the schedule", func() bool { return scheduled() == 0 })
+}
+
 // globMatch decides as Redis' own MATCH does, malformed patterns, ranges
 // over bytes above 0x7f and escapes in classes included; and a sealed
 // pattern inside List's SCAN pattern lets through every name it matches.

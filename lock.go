@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,6 +54,8 @@ type Lock struct {
 	// owned by the renewer goroutine
 	heapIdx int
 	heapAt  time.Time
+	// scheduled is heapIdx >= 0, for Release to read (see renewer.forget)
+	scheduled atomic.Bool
 }
 
 type lockState uint8
@@ -156,6 +159,9 @@ func (l *Lock) release(ctx context.Context, link string) error {
 	l.mu.Unlock()
 	if done {
 		return ErrNotHeld
+	}
+	if l.scheduled.Load() {
+		l.client.forget(l)
 	}
 	if _, ok := ctx.Deadline(); !ok && !l.client.deadlines {
 		// Without a deadline the delete gives up after cleanupTimeout by

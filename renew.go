@@ -35,6 +35,7 @@ type renewer struct {
 
 	mu      sync.Mutex
 	pending []*Lock
+	ended   []*Lock // released while scheduled: to leave the schedule
 	stopped bool
 	rush    bool      // renew every lock now (renewAll)
 	rushed  time.Time // when renewAll last asked
@@ -108,6 +109,17 @@ func (c *Client) track(l *Lock) {
 	r.add(l)
 }
 
+// forget has the renewer drop l, released, from its schedule (see
+// renewer.forget).
+func (c *Client) forget(l *Lock) {
+	c.mu.Lock()
+	r := c.renewer
+	c.mu.Unlock()
+	if r != nil {
+		r.forget(l)
+	}
+}
+
 // renewAll renews every lock c holds now (see renewer.renewAll).
 func (c *Client) renewAll() {
 	c.mu.Lock()
@@ -131,6 +143,28 @@ func (r *renewer) add(l *Lock) {
 	// already scheduled, and a wake-up per grant costs a goroutine switch on
 	// the acquire path.
 	wake := l.nextEvent().UnixNano() < r.armedAt || len(r.pending) >= maxPending
+	r.mu.Unlock()
+	if wake {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// forget hands the scheduler a released lock to take out of its schedule,
+// where it would otherwise stay until its renewal time, a third of its TTL
+// (up to 8 h) away: with long leases the schedule grew with every release.
+// The scheduler takes it out when it next wakes, within pendingDrain; it is
+// woken only if it would sleep longer.
+func (r *renewer) forget(l *Lock) {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.ended = append(r.ended, l)
+	wake := len(r.ended) == 1 && r.armedAt > time.Now().Add(pendingDrain).UnixNano()
 	r.mu.Unlock()
 	if wake {
 		select {
@@ -198,7 +232,11 @@ func (r *renewer) run() {
 			inflight = false
 			for _, x := range res {
 				x.l.applyRenewal(x)
-				sched.at(x.l, x.l.nextEvent())
+				if x.l.isHeld() {
+					sched.at(x.l, x.l.nextEvent())
+				} else {
+					sched.remove(x.l)
+				}
 			}
 		}
 		if r.takeRush(&sched) {
@@ -244,10 +282,10 @@ func (r *renewer) arm(sched *schedule, timer *time.Timer) {
 	}
 }
 
-// schedulePendingLocked moves the pending locks still held into sched and
-// reports whether there were any.
+// schedulePendingLocked moves the pending locks still held into sched,
+// takes the released ones out, and reports whether there were any.
 func (r *renewer) schedulePendingLocked(sched *schedule) bool {
-	busy := len(r.pending) > 0
+	busy := len(r.pending) > 0 || len(r.ended) > 0
 	for _, l := range r.pending {
 		if l.isHeld() {
 			sched.at(l, l.nextEvent())
@@ -255,6 +293,11 @@ func (r *renewer) schedulePendingLocked(sched *schedule) bool {
 	}
 	clear(r.pending)
 	r.pending = r.pending[:0]
+	for _, l := range r.ended {
+		sched.remove(l)
+	}
+	clear(r.ended)
+	r.ended = r.ended[:0]
 	r.scheduled = len(*sched)
 	return busy
 }
@@ -441,6 +484,7 @@ func (s schedule) Swap(i, j int) {
 func (s *schedule) Push(x any) {
 	l := x.(*Lock)
 	l.heapIdx = len(*s)
+	l.scheduled.Store(true)
 	*s = append(*s, l)
 }
 func (s *schedule) Pop() any {
@@ -449,7 +493,15 @@ func (s *schedule) Pop() any {
 	old[len(old)-1] = nil
 	*s = old[:len(old)-1]
 	l.heapIdx = -1
+	l.scheduled.Store(false)
 	return l
+}
+
+// remove takes l out, if it is in.
+func (s *schedule) remove(l *Lock) {
+	if l.heapIdx >= 0 {
+		heap.Remove(s, l.heapIdx)
+	}
 }
 
 // at (re)schedules l for t.
