@@ -81,6 +81,7 @@ func (s *Server) start() error {
 	// Its own process group: a Ctrl-C meant for the caller's terminal job is
 	// not what stops it; Kill is.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(s.cmd.SysProcAttr)
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
