@@ -305,13 +305,7 @@ func TestClusterSlotMigrationKeepsLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := cl.MasterOf(t, hash)
-	var to *redistest.Server
-	for _, m := range cl.Masters(t) {
-		if m != from {
-			to = m
-			break
-		}
-	}
+	to := otherMaster(t, cl, from)
 	cl.MoveSlot(t, cl.Slot(t, hash), to)
 	if cl.MasterOf(t, hash) != to {
 		t.Fatalf("slot did not move to %s", to.Addr)
@@ -548,13 +542,7 @@ func TestClusterSlotMigrationResubscribesOnTheNewOwner(t *testing.T) {
 	const name = "mig-sub"
 	hash := distlock.DefaultPrefix + "{" + name + "}"
 	from := cl.MasterOf(t, hash)
-	var to *redistest.Server
-	for _, m := range cl.Masters(t) {
-		if m != from {
-			to = m
-			break
-		}
-	}
+	to := otherMaster(t, cl, from)
 	l, err := holder.TryLock(ctx, name, distlock.WithTTL(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -576,4 +564,16 @@ func TestClusterSlotMigrationResubscribesOnTheNewOwner(t *testing.T) {
 	if err := r.l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// otherMaster is a master of cl other than from.
+func otherMaster(t *testing.T, cl *redistest.Cluster, from *redistest.Server) *redistest.Server {
+	t.Helper()
+	for _, m := range cl.Masters(t) {
+		if m != from {
+			return m
+		}
+	}
+	t.Fatal("no other master")
+	return nil
 }

@@ -16,6 +16,41 @@ func setProcessName(name string) {
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_NAME, uintptr(unsafe.Pointer(&b[0])), 0)
 }
 
+// procInfo is what distlock reads of a process in /proc/PID/stat.
+type procInfo struct {
+	pid, ppid, pgrp, session int
+	exited                   bool // a zombie, waiting to be reaped
+}
+
+// processes lists the processes in /proc; ok is false if it cannot be read.
+func processes() (procs []procInfo, ok bool) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp session ...; comm may contain spaces and ")".
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 4 {
+			continue
+		}
+		p := procInfo{pid: pid, exited: f[0] == "Z" || f[0] == "X"}
+		p.ppid, _ = strconv.Atoi(f[1])
+		p.pgrp, _ = strconv.Atoi(f[2])
+		p.session, _ = strconv.Atoi(f[3])
+		procs = append(procs, p)
+	}
+	return procs, true
+}
+
 // groupRunning tells whether process group pgid has a member that has not
 // exited. Zombies have (they wait for a parent, often init, to reap them),
 // so unlike kill(-pgid, 0) this does not wait for the reaper.
@@ -23,25 +58,12 @@ func groupRunning(pgid int) bool {
 	if syscall.Kill(-pgid, 0) != nil {
 		return false
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	procs, ok := processes()
+	if !ok {
 		return true
 	}
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may contain spaces and ")".
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
+	for _, p := range procs {
+		if !p.exited && p.pgrp == pgid {
 			return true
 		}
 	}
@@ -54,32 +76,17 @@ func groupRunning(pgid int) bool {
 // run alongside. distlock's ancestors in its group are the shells that ran
 // it (a script, a subshell), waiting for it.
 func othersInGroup(pgrp int) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	list, ok := processes()
+	if !ok {
 		return true
 	}
-	self := os.Getpid()
-	type proc struct{ ppid, pgrp int }
-	procs := map[int]proc{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	procs := map[int]procInfo{}
+	for _, p := range list {
+		if !p.exited {
+			procs[p.pid] = p
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		g, _ := strconv.Atoi(f[2])
-		procs[pid] = proc{ppid, g}
 	}
-	delete(procs, self)
+	delete(procs, os.Getpid())
 	for pid := os.Getppid(); pid > 1; {
 		p, ok := procs[pid]
 		delete(procs, pid)

@@ -454,20 +454,10 @@ func processesWith(args ...string) []int {
 
 // killSession kills every process of session sid.
 func killSession(sid int) {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session ...
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	procs, _ := processes()
+	for _, p := range procs {
+		if p.session == sid {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	}
 }
