@@ -26,9 +26,9 @@ type backend interface {
 	pttl(ctx context.Context, l *Lock) (time.Duration, error)
 	// renew extends a batch of leases to their TTLs.
 	renew(batch []*Lock) []renewResult
-	// serves reports whether the backend can give holds of kind k
-	// (ErrInvalidOption if not).
-	serves(k *kind) error
+	// serves reports whether the backend can give holds of kind k with
+	// options cfg (nil: the kind alone), ErrInvalidOption if not.
+	serves(k *kind, cfg *lockConfig) error
 	// subscriptions are the servers the notifier listens on.
 	subscriptions() []redis.UniversalClient
 	// admin is the server that Inspect, List and ForceRelease read.

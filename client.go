@@ -237,13 +237,13 @@ func (c *Client) request(k *kind, key string, opts []Option, wait bool) (*reques
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	if err := c.b.serves(k); err != nil {
-		return nil, err
-	}
 	// The options write into the request itself: a config of its own would
 	// escape through the option functions and cost an allocation per call.
 	r := &request{kind: k, key: key, wait: wait, tail: defaultTail, acquireArg: k.acquireArg}
 	if err := r.cfg.build(opts); err != nil {
+		return nil, err
+	}
+	if err := c.b.serves(k, &r.cfg); err != nil {
 		return nil, err
 	}
 	cfg := &r.cfg

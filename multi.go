@@ -139,13 +139,31 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
 		defer cancel()
 	}
-	var errs []error
-	for _, l := range m.locks {
-		if err := l.Release(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%q: %w", l.key, err))
-		}
+	// The locks are released side by side: one after another, a Redis that
+	// hangs would keep the later ones held, and renewed, until the earlier
+	// deletes gave up; and the call would cost a round trip per lock.
+	errs := make([]error, len(m.locks))
+	var wg sync.WaitGroup
+	for i, l := range m.locks[1:] {
+		wg.Go(func() { errs[i+1] = m.release(ctx, l) })
 	}
+	errs[0] = m.release(ctx, m.locks[0])
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// release releases one of the locks. A loss that the release finds (the
+// lease had run out, or another owner had it) is the set's loss too: watch
+// hears only of losses seen before, as Release cancels l's context first.
+func (m *MultiLock) release(ctx context.Context, l *Lock) error {
+	err := l.Release(ctx)
+	if cause := l.Err(); errors.Is(cause, ErrLost) {
+		m.lose(fmt.Errorf("%q: %w", l.key, cause))
+	}
+	if err != nil {
+		return fmt.Errorf("%q: %w", l.key, err)
+	}
+	return nil
 }
 
 // Lost returns a channel that is closed when any of the locks is lost.
@@ -183,6 +201,11 @@ func (m *MultiLock) Context(parent context.Context) (context.Context, context.Ca
 	for _, l := range m.locks {
 		lctx, stop := l.Context(ctx)
 		stops = append(stops, stop)
+		if lctx.Err() != nil {
+			// Lost or released already: AfterFunc would cancel ctx only
+			// later, in a goroutine, after work may have started under it.
+			cancel(context.Cause(lctx))
+		}
 		context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
 	}
 	return ctx, func() {

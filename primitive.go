@@ -9,7 +9,7 @@ func (c *Client) checkPrimitive(k *kind, name string) error {
 	if err := c.checkName(k, name); err != nil {
 		return err
 	}
-	return c.b.serves(k)
+	return c.b.serves(k, nil)
 }
 
 // checkName validates name as the name of a hold of kind k on c

@@ -117,10 +117,16 @@ func (q *quorum) admin() redis.UniversalClient           { return q.nodes[0] }
 func (q *quorum) publish() string                        { return "PUBLISH" }
 func (q *quorum) passOn(hold)                            {} // no Redis line, no handoffs
 // serves refuses every kind but the mutex: the scripts of the others keep
-// state that a majority of independent nodes cannot agree on.
-func (q *quorum) serves(k *kind) error {
+// state that a majority of independent nodes cannot agree on. It refuses
+// WithFair too, which needs the one waiting line of a single node; when a
+// request is built, so that NewMutex refuses it and Mutex.Lock never
+// retries it.
+func (q *quorum) serves(k *kind, cfg *lockConfig) error {
 	if k != mutexKind {
 		return fmt.Errorf("%w: %s needs a single-node Client, not a quorum", ErrInvalidOption, article(k.primitive))
+	}
+	if cfg != nil && cfg.fair {
+		return fmt.Errorf("%w: WithFair needs a single-node Client", ErrInvalidOption)
 	}
 	return nil
 }
@@ -143,9 +149,6 @@ func decisionWait(ttl time.Duration) time.Duration {
 }
 
 func (q *quorum) lock(ctx context.Context, r *request) (*Lock, error) {
-	if r.cfg.fair {
-		return nil, fmt.Errorf("%w: WithFair needs a single-node Client", ErrInvalidOption)
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, notObtained(r.key, err)
 	}

@@ -50,7 +50,7 @@ type single struct {
 }
 
 func (s *single) subscriptions() []redis.UniversalClient { return []redis.UniversalClient{s.rdb} }
-func (s *single) serves(*kind) error                     { return nil }
+func (s *single) serves(*kind, *lockConfig) error        { return nil }
 func (s *single) admin() redis.UniversalClient           { return s.rdb }
 func (s *single) publish() string                        { return s.pub }
 
