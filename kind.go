@@ -56,8 +56,8 @@ var (
 	//go:embed lua/inspect_shared.lua
 	inspectSharedSource string
 
-	rwAcquireScript     = newScript(libSource + sharedSource + rwAcquireSource)
-	semAcquireScript    = newScript(libSource + sharedSource + semAcquireSource)
+	rwAcquireScript     = newDrawingScript(libSource + sharedSource + rwAcquireSource)
+	semAcquireScript    = newDrawingScript(libSource + sharedSource + semAcquireSource)
 	sharedReleaseScript = newReleaseScripts(libSource + sharedSource + sharedReleaseSource)
 	sharedExtendScript  = newScript(libSource + sharedSource + sharedExtendSource)
 	sharedPttlScript    = newScript(libSource + sharedSource + sharedPttlSource)

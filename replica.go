@@ -41,6 +41,10 @@ func (a replicaAck) run(ctx context.Context, rdb redis.UniversalClient, s *scrip
 	}
 	res, wait := a.pipeline(ctx, rdb, func(p redis.Pipeliner) *redis.Cmd { return p.Do(ctx, cmd...) })
 	if isNoScript(res.Err()) {
+		if err := s.reload(ctx, rdb, cmd); err != nil {
+			res.SetErr(err)
+			return res, false
+		}
 		// A new variable: reassigning cmd, which the closures capture, would
 		// move it to the heap on every call.
 		eval := s.asEval(cmd)

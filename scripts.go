@@ -50,15 +50,18 @@ var (
 	forceReleaseSource string
 	//go:embed lua/raise_fence.lua
 	raiseFenceSource string
+	//go:embed lua/lift_fence.lua
+	liftFenceSource string
 
-	tryScript          = newScript(tryHeadSource + libSource + holdsSource + trySource)
-	acquireScript      = newScript(libSource + holdsSource + acquireSource)
+	tryScript          = newDrawingScript(tryHeadSource + libSource + holdsSource + trySource)
+	acquireScript      = newDrawingScript(libSource + holdsSource + acquireSource)
 	releaseScript      = newReleaseScripts(releaseHeadSource + libSource + holdsSource + releaseSource)
 	extendScript       = newScript(extendHeadSource + libSource + holdsSource + extendSource)
 	pttlScript         = newScript(libSource + holdsSource + pttlSource)
-	forceReleaseScript = newScript(libSource + holdsSource + forceReleaseSource)
+	forceReleaseScript = newDrawingScript(libSource + holdsSource + forceReleaseSource)
 	inspectScript      = newScript(inspectSource)
 	raiseFenceScript   = newScript(raiseFenceSource)
+	liftFenceScript    = newScript(liftFenceSource)
 )
 
 // script is a Lua script with its SHA1 and source boxed once. Every call is
@@ -69,11 +72,20 @@ var (
 type script struct {
 	*redis.Script
 	sha, src any
+	// draws: the script draws fences from the counter KEYS[2], which must
+	// be lifted before the script is loaded again (see call).
+	draws bool
 }
 
 func newScript(src string) *script {
 	s := redis.NewScript(src)
 	return &script{Script: s, sha: s.Hash(), src: src}
+}
+
+func newDrawingScript(src string) *script {
+	s := newScript(src)
+	s.draws = true
+	return s
 }
 
 // releaseScripts is a release script in two variants, one per publish
@@ -90,7 +102,8 @@ func newReleaseScripts(src string) releaseScripts {
 	prelude := func(pub string) string {
 		return fmt.Sprintf("local pub, claim = '%s', %d\n", pub, handoffLease.Milliseconds())
 	}
-	return releaseScripts{newScript(prelude("PUBLISH") + src), newScript(prelude("SPUBLISH") + src)}
+	// A release draws the fence of the waiter it hands the lock to.
+	return releaseScripts{newDrawingScript(prelude("PUBLISH") + src), newDrawingScript(prelude("SPUBLISH") + src)}
 }
 
 // variant is the script that publishes with pub (publishArg or spublishArg).
@@ -133,13 +146,41 @@ type doer interface {
 
 // call runs cmd, a call of s built by command, on c, and once more as EVAL
 // when Redis does not have s (after a restart or a SCRIPT FLUSH), as
-// Script.Run does.
+// Script.Run does; a script that draws fences lifts its counter first
+// (reload).
 func (s *script) call(ctx context.Context, c doer, cmd []any) *redis.Cmd {
 	res := c.Do(ctx, cmd...)
 	if isNoScript(res.Err()) {
+		if err := s.reload(ctx, c, cmd); err != nil {
+			res = redis.NewCmd(ctx)
+			res.SetErr(err)
+			return res
+		}
 		res = c.Do(ctx, s.asEval(cmd)...)
 	}
 	return res
+}
+
+// reload prepares Redis, which does not have s, for cmd (a call of s built
+// by command) to run as EVAL: the fence counter of a script that draws
+// fences is lifted to the server's clock (lua/lift_fence.lua). Redis loses
+// its scripts only when it restarts (or fails over, or is told to), and a
+// restart from a snapshot may have rolled the counter back below fences
+// already given: without the lift the next grant could repeat one, and a
+// resource would take a stale holder's write for the new holder's. Every
+// Client that finds the script gone lifts the counter before it loads the
+// script, so every later draw, by any Client, follows a lift. It costs a
+// round trip once per script after each restart, nothing on the fast path.
+// On a Cluster only the counter of the slot of cmd's key is lifted.
+func (s *script) reload(ctx context.Context, c doer, cmd []any) error {
+	if !s.draws || len(cmd) < 5 {
+		return nil
+	}
+	err := c.Do(ctx, "eval", liftFenceScript.src, numKeysArgs[1], cmd[4]).Err()
+	if err != nil {
+		return fmt.Errorf("lift the fence counter before loading a script: %w", err)
+	}
+	return nil
 }
 
 // asEval turns cmd, a call of s built by command, into the same call as

@@ -266,6 +266,73 @@ func TestGuardOnCluster(t *testing.T) {
 	}
 }
 
+// README: "Lock.Fence() is strictly greater than the fence of every earlier
+// grant of the lock"; docs/deployments.md, single node: "Fences strictly
+// increase | yes, a restart without persistence included ... unless the
+// clock goes back"; fence/guard.go: a Guard returns ErrStale to "a holder
+// that was paused past its lease".
+//
+// Redis with its default RDB snapshots (save 3600 1 300 100 60 10000)
+// crashes and restarts: it reloads its last snapshot, in which the fence
+// counter exists but is behind the fences granted since. Before the
+// counter was lifted on a script reload, the next grant repeated a fence
+// already handed out, and the guard accepted the stale holder's write after
+// the new holder's, overwriting it.
+func TestGuardRefusesStaleHolderAfterRestartFromSnapshot(t *testing.T) {
+	srv := redistest.Start(t, "--save", "3600 1 300 100 60 10000")
+	ctx := ctxT(t, 30*time.Second)
+	key := "report:q4"
+
+	c1 := distlock.New(srv.Client(t))
+	defer c1.Close()
+	first, err := c1.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A periodic snapshot happens here (what "save 60 10000" etc. do).
+	if err := srv.Client(t).Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Holder A gets the lock, writes through the guard, then is paused.
+	a, err := c1.Lock(ctx, key, distlock.WithTTL(time.Second), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := fence.NewGuard(srv.Client(t))
+	if err := g1.Set(ctx, a.Fence(), key+":body", "A", 0); err != nil {
+		t.Fatal(err)
+	}
+
+	// Redis crashes (SIGKILL) and restarts from its snapshot.
+	srv.Restart(t)
+
+	// Holder B takes the lock and writes.
+	rdb2 := srv.Client(t)
+	c2 := distlock.New(rdb2)
+	defer c2.Close()
+	b, err := c2.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx)
+	g2 := fence.NewGuard(rdb2)
+	if err := g2.Set(ctx, b.Fence(), key+":body", "B", 0); err != nil {
+		t.Fatalf("B's write: %v", err)
+	}
+	// A resumes and writes what it computed before the pause.
+	errA := g2.Set(ctx, a.Fence(), key+":body", "A-stale", 0)
+	body := rdb2.Get(ctx, key+":body").Val()
+	if b.Fence() <= a.Fence() || !errors.Is(errA, fence.ErrStale) {
+		t.Fatalf("after a restart from an RDB snapshot: A's fence %d, B's (later) fence %d; "+
+			"A's stale guarded write returned %v and the body is %q (B's write overwritten)",
+			a.Fence(), b.Fence(), errA, body)
+	}
+}
+
 func ExampleGuard() {
 	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
 	defer rdb.Close()
