@@ -170,7 +170,7 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	}
 	r, err := c.request(mutexKind, key, opts, false)
 	if err != nil {
-		return nil, err
+		return nil, c.refused(ctx, key, err)
 	}
 	return c.acquire(ctx, r)
 }
@@ -194,7 +194,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	}
 	r, err := c.request(mutexKind, key, opts, true)
 	if err != nil {
-		return nil, err
+		return nil, c.refused(ctx, key, err)
 	}
 	return c.acquire(ctx, r)
 }
@@ -219,6 +219,17 @@ func (c *Client) acquire(ctx context.Context, r *request) (*Lock, error) {
 		l.announce()
 	}
 	return l, err
+}
+
+// refused reports an acquire of key that request refused (bad input, a
+// closed Client) as the failed acquire it is, and returns err: a Client
+// closed by mistake must show on the dashboards.
+func (c *Client) refused(ctx context.Context, key string, err error) error {
+	if c != nil && c.obs != nil {
+		ctx = c.obs.Start(ctx, EventAcquire, key)
+		c.obs.Observe(ctx, Event{Kind: EventAcquire, Key: key, Err: err})
+	}
+	return err
 }
 
 // queued records that r lined up to wait.

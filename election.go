@@ -66,7 +66,7 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 	// write to its backing array, a data race when campaigns share it.
 	r, err := e.c.request(leaderKind, e.name, append(slices.Clip(opts), WithMetadata(value)), true)
 	if err != nil {
-		return nil, err
+		return nil, e.c.refused(ctx, e.name, err)
 	}
 	l, err := e.c.acquire(ctx, r)
 	if err != nil {

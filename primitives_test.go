@@ -868,3 +868,59 @@ func TestObserveSeesAFairCampaignsHandoff(t *testing.T) {
 		t.Fatalf("report %+v, want b", l)
 	}
 }
+
+// nextLeader returns the next value Observe sends, or fails after within.
+func nextLeader(t *testing.T, ch <-chan distlock.Leader, within time.Duration) distlock.Leader {
+	t.Helper()
+	select {
+	case l, ok := <-ch:
+		if !ok {
+			t.Fatalf("Observe's channel closed")
+		}
+		return l
+	case <-time.After(within):
+		t.Fatalf("Observe sent nothing within %v", within)
+	}
+	return distlock.Leader{}
+}
+
+// TestObserveSeesProclaim: election.go's Observe "receives the
+// leader now, then every change of leader or of its value, in order ...
+// Changes are announced by the scripts that make them, over the Client's
+// pub/sub subscription; a leader whose lease ran out is noticed when the
+// lease ends." Proclaim is such a change (its doc: "observers see it"), and
+// lua/proclaim.lua published "p" on "<lock>:released" for it, which
+// notifier.deliver drops as a clear_gone ping, so an observer heard of a
+// new value only when its lease timer (the leader's TTL) next fired; it
+// publishes "v" now. With a 30 s lease the new value must still arrive within a
+// couple of seconds, as a new leader does.
+func TestObserveSeesProclaim(t *testing.T) {
+	const ttl = 30 * time.Second
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	e, err := c.NewElection("proclaimed")
+	must(t, err)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	obs := e.Observe(octx)
+	if l := nextLeader(t, obs, 5*time.Second); l.Elected() {
+		t.Fatalf("first Observe value %+v, want no leader", l)
+	}
+	lead, err := e.Campaign(ctx, "v1", distlock.WithTTL(ttl))
+	must(t, err)
+	defer lead.Resign(context.Background())
+	if l := nextLeader(t, obs, 5*time.Second); l.Value != "v1" {
+		t.Fatalf("Observe after Campaign: %+v, want value v1", l)
+	}
+	proclaimed := time.Now()
+	must(t, lead.Proclaim(ctx, "v2"))
+	select {
+	case l := <-obs:
+		if l.Value != "v2" {
+			t.Fatalf("Observe after Proclaim: %+v, want value v2", l)
+		}
+		t.Logf("Observe saw the new value %v after Proclaim", time.Since(proclaimed))
+	case <-time.After(3 * time.Second):
+		t.Fatalf("Observe did not report the proclaimed value within 3s (lease %v): the \"p\" notice was dropped", ttl)
+	}
+}

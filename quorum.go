@@ -485,7 +485,11 @@ func (q *quorum) extend(ctx context.Context, l *Lock, ttl time.Duration) (extend
 			notHeld++
 		}
 	}
-	return q.outcome(renewed, notHeld, taken, start, ttl), nil
+	out := q.outcome(renewed, notHeld, taken, start, ttl)
+	if out == extendUndecided && ctx.Err() != nil {
+		return out, ctx.Err() // Extend's caller gets its ctx's error, as on a single node
+	}
+	return out, nil
 }
 
 // outcome turns node counts into an extend outcome: done when a majority
@@ -507,19 +511,31 @@ func (q *quorum) outcome(renewed, notHeld, taken int, start time.Time, ttl time.
 // pttl is the lease a majority still has: the quorum-th longest of the
 // answers. It returns once a majority answered either way; a node that
 // answers later could only lengthen that lease, so the early figure errs
-// short, the safe side.
+// short, the safe side. Not held (-1) needs enough nodes to say so that no
+// majority can hold it; nodes that did not answer make it an error.
 func (q *quorum) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 	res := q.onNodes(ctx, decisionWait(l.lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
 		return pttlScript.run(ctx, rdb, l.names.keys[:1], l.token).Int64()
 	}, q.decided(func(r nodeResult) bool { v, ok := r.val.(int64); return r.err == nil && ok && v >= 0 }), nil)
 	var ttls []int64
+	notHeld := 0
 	for _, x := range res {
-		if v, ok := x.val.(int64); x.err == nil && ok && v >= 0 {
+		switch v, ok := x.val.(int64); {
+		case x.err != nil || !ok:
+		case v >= 0:
 			ttls = append(ttls, v)
+		default:
+			notHeld++
 		}
 	}
-	if len(ttls) < q.majority() {
+	switch {
+	case len(ttls) >= q.majority():
+	case notHeld > len(q.nodes)-q.majority():
 		return -1, nil
+	case ctx.Err() != nil:
+		return 0, ctx.Err()
+	default:
+		return 0, errors.New("no majority answered")
 	}
 	slices.Sort(ttls)
 	return time.Duration(ttls[len(ttls)-q.majority()]) * time.Millisecond, nil

@@ -68,7 +68,7 @@ func (rw *RWMutex) acquire(ctx context.Context, k *kind, opts []Option, wait boo
 	}
 	r, err := rw.c.request(k, rw.name, opts, wait)
 	if err != nil {
-		return nil, err
+		return nil, rw.c.refused(ctx, rw.name, err)
 	}
 	r.releaseArg = argFalse // no limit: readers are not counted against one
 	return rw.c.acquire(ctx, r)

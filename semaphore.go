@@ -62,7 +62,7 @@ func (s *Semaphore) acquire(ctx context.Context, opts []Option, wait bool) (*Loc
 	}
 	r, err := s.c.request(permitKind, s.name, opts, wait)
 	if err != nil {
-		return nil, err
+		return nil, s.c.refused(ctx, s.name, err)
 	}
 	r.acquireArg, r.releaseArg = s.limit, s.limit
 	return s.c.acquire(ctx, r)

@@ -97,6 +97,7 @@ type call struct {
 	again   bool      // an earlier attempt left the call in line
 	won     bool      // the call got the lock
 	lastErr error     // a Redis error met while in line
+	freeAt  time.Time // when the holder's lease, as last asked, runs out
 }
 
 // start starts a call: a lock this Client waited for lately is likely
@@ -144,7 +145,13 @@ func (q *call) heard(ctx context.Context) error {
 		q.w = q.n.join(q.inbox, q.r.hold())
 	}
 	if !q.n.isLive(q.w) {
-		if _, err := q.s.c.park(ctx, q.w, liveWait); err != nil {
+		// Not past the holder's lease, though: a crashed holder's lock is
+		// free then, and asking takes it whether anyone hears the call.
+		wait := liveWait
+		if !q.freeAt.IsZero() {
+			wait = max(min(wait, time.Until(q.freeAt)), 0)
+		}
+		if _, err := q.s.c.park(ctx, q.w, wait); err != nil {
 			return q.s.gaveUp(q.r, err, q.again, q.lastErr)
 		}
 	}
@@ -174,7 +181,10 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	case err != nil:
 		q.lastErr = err // already in line: keep waiting, ask again later
 		return nil, lineRefresh, false, nil
-	case rep.granted && rep.handed:
+	case rep.granted && rep.handed && q.w != nil:
+		// Only a call that listens can be handed the lock; without, the
+		// reply is the call's own grant, read again by an attempt that the
+		// Redis client sent once more after a lost answer.
 		q.n.expectGrant(q.inbox, r.token) // its notice is on its way
 		if l, err := q.handedOver(ctx, rep.fence, ""); l != nil || err != nil {
 			return l, 0, true, err
@@ -184,7 +194,11 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 		return q.granted(rep, sent), 0, true, nil
 	case !r.wait:
 		return nil, 0, true, fmt.Errorf("%w: %q %s", ErrNotObtained, r.key, r.kind.busy)
-	case q.mode == modeTry:
+	}
+	if rep.holderTTL >= 0 {
+		q.freeAt = sent.Add(rep.holderTTL)
+	}
+	if q.mode == modeTry {
 		q.mode = modeJoin // held: line up and wait
 		q.lineUp(ctx)
 		return nil, -1, false, nil

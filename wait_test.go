@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -507,5 +510,67 @@ func TestKilledWaitersLeaveTheLine(t *testing.T) {
 				t.Fatal("the live waiter did not get the lock")
 			}
 		})
+	}
+}
+
+// TestCrashedHolderTakenAtExpiryWhileUnsubscribed: design.md,
+// Waiting: "no lost wake-up: a waiter asks Redis again when the holder's
+// lease runs out (a crashed holder's lock is taken within milliseconds of
+// its expiry)"; README: "If the holder dies, the lock is taken by a waiter
+// within milliseconds of the lease's end". The waiter's first ask learns
+// the holder's lease left, but while its Client's subscription is not yet
+// confirmed (here: the pub/sub connection cannot be dialled, as when the
+// network to Redis is slow to accept new connections or a reconnect is
+// under way) call.heard parked for liveWait (1 s) without regard to that
+// lease, so a lock whose holder crashed was taken up to a second after its
+// lease ended although the waiter's command connection worked throughout.
+// It parks until the lease ends at most.
+func TestCrashedHolderTakenAtExpiryWhileUnsubscribed(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := ctxT(t, 30*time.Second)
+
+	gate := make(chan struct{}) // closed: new connections may be dialled
+	var gated atomic.Bool
+	t.Cleanup(func() { close(gate) })
+	opts := srv.Options()
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if gated.Load() {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(10 * time.Second):
+				return nil, errors.New("review: dial held back")
+			}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	wr := redis.NewClient(opts)
+	defer wr.Close()
+	must(t, wr.Ping(ctx).Err()) // the waiter's command connection, dialled now
+	gated.Store(true)           // from here only its pub/sub connection is held back
+	w := distlock.New(wr)
+	defer w.Close()
+
+	holder := distlock.New(rdb)
+	defer holder.Close()
+	// A holder that crashed: nothing renews its lease.
+	if _, err := holder.TryLock(ctx, "crashed", distlock.WithTTL(lease), distlock.WithoutRenewal()); err != nil {
+		t.Fatal(err)
+	}
+	end, err := rdb.PExpireTime(ctx, "distlock:{crashed}").Result()
+	must(t, err)
+	expiry := time.UnixMilli(int64(end / time.Millisecond))
+
+	l, err := w.Lock(ctx, "crashed")
+	must(t, err)
+	defer l.Release(context.Background())
+	late := time.Since(expiry)
+	t.Logf("taken %v after the holder's lease ended", late)
+	if late > 400*time.Millisecond {
+		t.Fatalf("a crashed holder's lock (lease %v) was taken %v after its lease ended; want within milliseconds (bound 400ms): the waiter parked for its subscription, not for the lease", lease, late)
 	}
 }

@@ -64,6 +64,11 @@ type Guard struct {
 // pipeline: a pipelined write would report ErrStale as a plain Redis
 // error). A nil rdb gives a guard whose methods return distlock.ErrNilClient.
 // Its methods return distlock.ErrNilContext for a nil ctx, writing nothing.
+// Unlike distlock's own calls, a guarded write runs inline on rdb: it
+// returns by ctx's deadline only when rdb honours deadlines
+// (redis.Options.ContextTimeoutEnabled), and otherwise when rdb's own read
+// timeout ends it. Returning earlier would leave the caller unsure whether
+// the write landed.
 func NewGuard(rdb redis.Scripter) *Guard {
 	return &Guard{rdb: rdb}
 }

@@ -13,5 +13,6 @@ if holds ~= ARGV[1] then
   return 0
 end
 redis.call('SET', KEYS[1], grant(fence, since, holds, line, ARGV[2]), 'KEEPTTL')
-redis.call(ARGV[3], KEYS[1] .. ':released', 'p')
+-- 'v', a new value: not 'p', which Clients take for a ping (clear_gone)
+redis.call(ARGV[3], KEYS[1] .. ':released', 'v')
 return 1
