@@ -39,7 +39,8 @@ const exitCodes = `Exit status:
            leader: nobody leads
   64       bad usage: unknown flag, missing argument, bad URL or duration;
            run --limit N while KEY is in use with another N; --quorum
-           with --shared, --write, --limit or elect
+           with --shared, --write, --limit, --fair or elect; release
+           --force without a terminal and without --yes
   69       Redis unreachable or failing (also after a TLS or ACL error)
   75       run, elect: the lock or leadership was not obtained within --wait
   79       run, elect: the lock or leadership was lost while the command

@@ -130,7 +130,7 @@ Examples:
   distlock run --log-format json -n cleanup -- ./cleanup 2>> /var/log/cleanup.jsonl
 
 Exit status: COMMAND's, or 64 usage (also --limit N while KEY is in use
-with another N, and --quorum with --shared, --write or --limit), 69 Redis
+with another N, and --quorum with --shared, --write, --limit or --fair), 69 Redis
 error, 75 not obtained within --wait, 79 lock lost while COMMAND ran, 126
 COMMAND cannot be started, 127 COMMAND not found, 128+N COMMAND killed by
 signal N.

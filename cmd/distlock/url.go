@@ -392,6 +392,15 @@ func redact(raw string) string {
 		return raw
 	}
 	_, userinfo, _ := splitAuthority(rest)
+	if userinfo == "" {
+		// A password with an unencoded '/' or '?' ends the authority early
+		// for splitAuthority: mask up to the last '@' (too much, at worst).
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass && !strings.ContainsAny(user, "/?") {
+				userinfo = rest[:at]
+			}
+		}
+	}
 	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
 		rest = user + ":xxxxx@" + rest[len(userinfo)+1:]
 	}

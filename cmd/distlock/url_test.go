@@ -271,3 +271,31 @@ func FuzzParseArgs(f *testing.F) {
 		_, _ = parseDuration(s)
 	})
 }
+
+// A password with an unencoded '/' or '?' ended the authority early, so the
+// URL looked as if it had no password and its error quoted it whole: a typo
+// in a crontab would put the secret into cron mail. docs/cli.md: "Messages
+// never repeat a password".
+func TestBadURLWithSlashInPasswordNeverRepeatsIt(t *testing.T) {
+	for _, c := range []struct {
+		raw     string
+		secrets []string
+	}{
+		{"redis://user:Zq9/xK@localhost:6379", []string{"Zq9", "xK"}},
+		{"redis://:Wv8?yJ@localhost:6379", []string{"Wv8", "yJ"}},
+		{"rediss-sentinel://u:Hb7/tM@h1,h2/mymaster", []string{"Hb7", "tM"}},
+		{"redis://user:Zq9/xK@localhost:6379/0", []string{"Zq9", "xK"}},
+		{"redis-cluster://user:Zq9?xK@h1,h2", []string{"Zq9", "xK"}},
+	} {
+		_, err := parseRedisURL(c.raw)
+		if err == nil {
+			t.Errorf("%s parsed", c.raw)
+			continue
+		}
+		for _, s := range c.secrets {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("the error repeats part of the password (%q): %v", s, err)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -22,6 +23,9 @@ import (
 // endpoint or the telemetry cannot be set up, or if a worker failed for a
 // reason other than the run ending.
 func run(ctx context.Context, cfg config, ready func(metricsURL string)) error {
+	if cfg.workers < 0 {
+		return fmt.Errorf("-workers %d: want 0 or more", cfg.workers)
+	}
 	if cfg.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.duration)
