@@ -210,14 +210,18 @@ func runQuorumScenario(cfg config, rep *report) error {
 		admins[i] = newAdmin(a)
 		defer admins[i].rdb.Close()
 	}
+	for _, c := range qs {
+		rep.quorumRow(c) // in qs's order: finish reads distlock's row first
+	}
 	for round := 1; round <= cfg.slowRounds; round++ {
-		for _, c := range qs {
+		for _, c := range rotated(qs, round) {
 			q := rep.quorumRow(c)
 			for _, a := range admins {
 				if err := a.flush(); err != nil {
 					return err
 				}
 			}
+			runtime.GC() // as each does: the last row's garbage is not this one's
 			u, err := runUncontended(c, addrs, nil, cfg.quorumN)
 			if err != nil {
 				q.Errors = append(q.Errors, err.Error())
