@@ -115,13 +115,15 @@ func TestClusterLocksSpreadAcrossMasters(t *testing.T) {
 		}
 	}
 	// Released everywhere; the counters stay so that fences never repeat.
+	// (Not always the next fence: a node that loaded the release script
+	// after a first fence lifted that slot's counter to its clock.)
 	for i := range 30 {
 		l, err := c.TryLock(ctx, fmt.Sprintf("job-%d", i))
 		if err != nil {
 			t.Fatalf("TryLock after release: %v", err)
 		}
-		if l.Fence() != locks[i].Fence()+1 {
-			t.Fatalf("job-%d: second fence %d, first %d: want the next", i, l.Fence(), locks[i].Fence())
+		if l.Fence() <= locks[i].Fence() {
+			t.Fatalf("job-%d: second fence %d, first %d: want a larger one", i, l.Fence(), locks[i].Fence())
 		}
 	}
 }

@@ -78,11 +78,12 @@ func TestSentinelURL(t *testing.T) {
 		if code := p.wait(t, 20*time.Second); code != 0 {
 			t.Fatalf("round %d: exit %d %s", round, code, p.stderr.String())
 		}
-		// The counter reached the new master: the next fence is the next one.
+		// The counter reached the new master, which lifted it to its clock
+		// as the scripts were loaded there again: the next fence is larger.
 		if f := fenceOf(t, filepath.Join(dir, "fence")); round == 0 {
 			first = f
-		} else if f != first+1 {
-			t.Fatalf("round %d: fence %d, want %d", round, f, first+1)
+		} else if f <= first {
+			t.Fatalf("round %d: fence %d, want more than %d", round, f, first)
 		}
 		if st := readFile(t, filepath.Join(dir, "status.json")); !strings.Contains(st, `"key": "s:job"`) {
 			t.Fatalf("round %d: status: %s", round, st)
