@@ -139,12 +139,12 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
 		defer cancel()
 	}
-	// The locks are released side by side: one after another, a Redis that
-	// hangs would keep the later ones held, and renewed, until the earlier
-	// deletes gave up; and the call would cost a round trip per lock.
 	if len(m.locks) == 0 {
 		return ErrNotHeld
 	}
+	// The locks are released side by side: one after another, a Redis that
+	// hangs would keep the later ones held, and renewed, until the earlier
+	// deletes gave up; and the call would cost a round trip per lock.
 	errs := make([]error, len(m.locks))
 	var wg sync.WaitGroup
 	for i, l := range m.locks[1:] {
