@@ -70,11 +70,21 @@ func TestMultiReleaseEndsEveryHoldAtOnce(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- m.Release(rctx) }()
-			time.Sleep(500 * time.Millisecond)
-			for _, l := range m.Locks() {
-				if l.Err() == nil {
-					t.Errorf("500ms into MultiLock.Release (Redis frozen, 5s deadline): lock %q still held (Err nil): Release did not end every hold at once", l.Key())
+			// Each hold ends at once; one after another, the later ones
+			// stayed held until the earlier deletes gave up, 5 s later.
+			held := func() (keys []string) {
+				for _, l := range m.Locks() {
+					if l.Err() == nil {
+						keys = append(keys, l.Key())
+					}
 				}
+				return keys
+			}
+			for end := time.Now().Add(time.Second); len(held()) > 0 && time.Now().Before(end); {
+				time.Sleep(2 * time.Millisecond) // polling the Locks' state
+			}
+			if keys := held(); len(keys) > 0 {
+				t.Errorf("1s into MultiLock.Release (Redis frozen, 5s deadline): %q still held: Release did not end every hold at once", keys)
 			}
 			srv.Signal(syscall.SIGCONT)
 			<-done
