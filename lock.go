@@ -211,11 +211,11 @@ func runReleaseCall(ctx context.Context, rc releaseCall) (releaseOutcome, error)
 	if ctx.Err() != nil { // run inline under a ctx that ended: no time to try
 		return releaseGone, ctx.Err()
 	}
-	// A ctx with a deadline bounds the call already; a timer of our own
-	// would cost every Release a few microseconds.
+	// A ctx with a deadline bounds the call already; one without gets a
+	// shared bound (withBound), not a timer of its own per Release.
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
+		ctx, cancel = withBound(ctx)
 		defer cancel()
 	}
 	return rc.l.client.b.release(ctx, rc.l, rc.link)

@@ -136,7 +136,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		// One bound for the call: each Lock.Release without a deadline
 		// would take its own 2 s, one lock after another.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
+		ctx, cancel = withBound(ctx)
 		defer cancel()
 	}
 	if len(m.locks) == 0 {
