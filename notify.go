@@ -29,7 +29,13 @@ type notifier struct {
 	mu     sync.Mutex
 	chans  map[string]*channelState
 	idle   int
-	expect map[string]time.Time // tokens whose grant notice may still come: ignore it
+	// held holds the Locks that calls of this Client took after lining up,
+	// by token: a grant notice to one while it holds is late, of a grant
+	// before it, and must not be taken for a grant to a waiter that is gone
+	// (which would be freed). Ended Locks are swept out when the map has
+	// doubled since the last sweep.
+	held      map[string]*Lock
+	heldSweep int
 	ctx    context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -64,7 +70,7 @@ type handoff struct {
 
 func newNotifier(c *Client, rdbs []redis.UniversalClient) *notifier {
 	ctx, stop := context.WithCancel(context.Background())
-	n := &notifier{c: c, chans: map[string]*channelState{}, expect: map[string]time.Time{}, ctx: ctx, stop: stop}
+	n := &notifier{c: c, chans: map[string]*channelState{}, held: map[string]*Lock{}, ctx: ctx, stop: stop}
 	for _, rdb := range rdbs {
 		n.subs = append(n.subs, newSubscriber(n, rdb))
 	}
@@ -188,23 +194,27 @@ func (n *notifier) waitingLocally(channel string) bool {
 	return s != nil && len(s.local) > 0
 }
 
-// expectGrant records that token got its lock from a handoff whose notice
-// may still be on its way, so that the notice is not taken for a grant to a
-// waiter that is gone.
-func (n *notifier) expectGrant(channel, token string) {
+// holding records l, which its call took after lining up, so that a late
+// notice of a handoff to it is not taken for a grant to a waiter that is
+// gone. It runs before the call leaves the line, so that no notice falls
+// between the two.
+func (n *notifier) holding(l *Lock) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	now := time.Now()
-	for t, at := range n.expect {
-		if now.Sub(at) > time.Minute {
-			delete(n.expect, t)
+	if len(n.held) >= n.heldSweep {
+		for token, h := range n.held {
+			if !h.isHeld() {
+				delete(n.held, token)
+			}
 		}
+		n.heldSweep = max(2*len(n.held), 64)
 	}
-	n.expect[token] = now
+	n.held[l.token] = l
 }
 
 // deliver handles a message on channel: "g <fence> <token> [<link>]" hands
-// the lock to that waiter (or, if it is gone, passes the lock on); "p" is a
+// the lock to that waiter (or, if it is gone without the lock, passes the
+// lock on); "p" is a
 // script making sure that someone hears this Client (clear_gone in
 // lua/lib.lua) and asks nothing; anything else says the lock is free and
 // wakes the head of the local line and the waiters in line.
@@ -237,9 +247,11 @@ func (n *notifier) deliver(channel, payload string) {
 			return
 		}
 	}
-	if _, ok := n.expect[token]; ok {
-		delete(n.expect, token)
-		return
+	if l := n.held[token]; l != nil {
+		if l.isHeld() {
+			return // late: a grant to this token that ended before l
+		}
+		delete(n.held, token)
 	}
 	if s != nil && s.lock.kind != nil {
 		h := s.lock

@@ -60,6 +60,10 @@ type reply struct {
 	handed    bool // granted by a handoff before this call asked
 	fence     int64
 	holderTTL time.Duration // when not granted: the holder's lease left
+	// ended, when not granted: a handoff to the caller with a fence up to
+	// this one was made before the attempt ran, and its grant had ended by
+	// then (0: the script does not tell)
+	ended int64
 }
 
 func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
@@ -95,9 +99,12 @@ type call struct {
 	inbox   string    // its Client's channel for the lock
 	mode    string    // how the next attempt asks (modeTry, modeJoin, modeFair)
 	again   bool      // an earlier attempt left the call in line
-	won     bool      // the call got the lock
+	won     *Lock     // the call's Lock, once it got one
 	lastErr error     // a Redis error met while in line
 	freeAt  time.Time // when the holder's lease, as last asked, runs out
+	// ended: a handoff notice with a fence up to this one is late, of a
+	// grant that had ended when an attempt found the lock held (reply.ended)
+	ended int64
 }
 
 // start starts a call: a lock this Client waited for lately is likely
@@ -184,8 +191,8 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	case rep.granted && rep.handed && q.w != nil:
 		// Only a call that listens can be handed the lock; without, the
 		// reply is the call's own grant, read again by an attempt that the
-		// Redis client sent once more after a lost answer.
-		q.n.expectGrant(q.inbox, r.token) // its notice is on its way
+		// Redis client sent once more after a lost answer. (Its notice is
+		// on its way: see leave.)
 		if l, err := q.handedOver(ctx, rep.fence, ""); l != nil || err != nil {
 			return l, 0, true, err
 		}
@@ -198,6 +205,7 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	if rep.holderTTL >= 0 {
 		q.freeAt = sent.Add(rep.holderTTL)
 	}
+	q.ended = max(q.ended, rep.ended)
 	if q.mode == modeTry {
 		q.mode = modeJoin // held: line up and wait
 		q.lineUp(ctx)
@@ -217,8 +225,8 @@ func (q *call) granted(rep reply, sent time.Time) *Lock {
 	if q.again {
 		r.how = HowAfterWait
 	}
-	q.won = true
-	return newLock(q.s.c, r, rep.fence, sent, r.cfg.ttl)
+	q.won = newLock(q.s.c, r, rep.fence, sent, r.cfg.ttl)
+	return q.won
 }
 
 // handedOver builds the Lock of a grant that a handoff made to the call:
@@ -229,7 +237,7 @@ func (q *call) granted(rep reply, sent time.Time) *Lock {
 func (q *call) handedOver(ctx context.Context, fence int64, link string) (*Lock, error) {
 	q.r.how, q.r.link = HowHandedOver, link
 	l, err := q.s.handedOver(ctx, q.r, fence)
-	q.won = l != nil
+	q.won = l
 	return l, err
 }
 
@@ -240,7 +248,7 @@ func (q *call) wait(ctx context.Context, d time.Duration) (*Lock, bool, error) {
 	if err != nil {
 		return nil, true, q.s.gaveUp(q.r, err, true, q.lastErr)
 	}
-	if h.fence > 0 {
+	if h.fence > q.ended { // else a late notice of a grant that has ended
 		if l, err := q.handedOver(ctx, h.fence, h.link); l != nil || err != nil {
 			return l, true, err
 		}
@@ -249,15 +257,21 @@ func (q *call) wait(ctx context.Context, d time.Duration) (*Lock, bool, error) {
 }
 
 // leave ends the call's registration; a grant handed to it as it gave up
-// is passed on.
+// is passed on. A call that lined up may be told of a handoff to it after
+// it got the lock otherwise (its notice came late, or after the attempt
+// that found the handoff): the notifier keeps its Lock to know the notice
+// for late.
 func (q *call) leave() {
 	if q.w == nil {
 		return
 	}
+	if q.won != nil && q.again {
+		q.n.holding(q.won)
+	}
 	q.n.leave(q.w)
 	select {
 	case <-q.w.grant:
-		if !q.won {
+		if q.won == nil {
 			q.s.passOn(q.r.hold())
 		}
 	default:
@@ -329,7 +343,11 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 		return reply{}, fmt.Errorf("distlock: acquire %q: unexpected reply %v", r.key, slices.Clone(res))
 	}
 	if res[0] == 0 {
-		return reply{holderTTL: time.Duration(res[1]) * time.Millisecond}, nil
+		rep := reply{holderTTL: time.Duration(res[1]) * time.Millisecond}
+		if len(res) > 2 {
+			rep.ended = res[2]
+		}
+		return rep, nil
 	}
 	if !acked {
 		// The grant may not survive a failover: undo it rather than hand out

@@ -18,7 +18,10 @@
 -- returns the fence of a new grant (a bare integer, as try.lua), {1, fence,
 -- holds} when the caller's owner took it again, {1, fence, 1, 1} when a
 -- handoff gave it to the caller before this call, else {0, lease left in
--- ms} (and the caller is in line in modes j and f).
+-- ms, the holder's fence} (and the caller is in line in modes j and f): a
+-- handoff to the caller with a fence up to the holder's was made before
+-- this call, and its grant had ended by then, so that its notice, if it
+-- comes later, is dropped.
 local token, ttl, owner, tail, since, mode, entry, again =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 
@@ -50,12 +53,13 @@ if v then
   if mode == 'n' then
     return {0, redis.call('PTTL', KEYS[1])}
   end
+  local holder = tonumber(string.match(v, '^%d+'))
   line_up(entry, again, ARGV[10], ARGV[9], since)
   if line == '0' then
     local f, s, h, _, t = parse(v)
     redis.call('SET', KEYS[1], grant(f, s, h, '1', t), 'KEEPTTL')
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  return {0, redis.call('PTTL', KEYS[1]), holder}
 end
 local line = '0'
 if again == '1' then

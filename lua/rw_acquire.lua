@@ -6,7 +6,8 @@
 -- comes while a writer waits queues behind it, so writers do not starve.
 -- returns the fence when granted ({1, fence, 1, 1} when a handoff gave it
 -- to the caller), else {0, how long until a hold ends (ms), or -1} (and the
--- caller is in line in mode "j").
+-- caller is in line in mode "j"; a re-ask gets the fence counter's value
+-- third).
 local token, ttl, tail, since, want, mode, entry, again = shared_args()
 local now = now_ms()
 local head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], 1e9, prune(now))
@@ -30,5 +31,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not he
 end
 if mode ~= 't' then
   line_up(entry, again, ARGV[11], ARGV[5], since)
+end
+if again == '1' then
+  -- A handoff to the caller with a fence up to the counter's was made
+  -- before this call, and its grant had ended (as in acquire.lua).
+  return {0, blocker_ttl(now), tonumber(redis.call('GET', KEYS[2])) or 0}
 end
 return {0, blocker_ttl(now)}

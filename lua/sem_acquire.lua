@@ -3,7 +3,8 @@
 -- semaphore's number of permits (permits go in arrival order).
 -- returns the fence when granted ({1, fence, 1, 1} when a handoff gave it
 -- to the caller), {0, ms until a permit's lease ends, or -1} otherwise (and
--- the caller is in line in mode "j"), or an error reply "LIMIT <n>" when
+-- the caller is in line in mode "j"; a re-ask gets the fence counter's
+-- value third), or an error reply "LIMIT <n>" when
 -- the semaphore is in use with another limit.
 local token, ttl, tail, since, limit, mode, entry, again = shared_args()
 local have = redis.call('HGET', KEYS[5], '!n')
@@ -37,5 +38,10 @@ if held < n and (not head or head == entry) then
 end
 if mode ~= 't' then
   line_up(entry, again, ARGV[11], ARGV[5], since)
+end
+if again == '1' then
+  -- A handoff to the caller with a fence up to the counter's was made
+  -- before this call, and its grant had ended (as in acquire.lua).
+  return {0, blocker_ttl(now), tonumber(redis.call('GET', KEYS[2])) or 0}
 end
 return {0, blocker_ttl(now)}
