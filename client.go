@@ -36,6 +36,9 @@ type Client struct {
 	// cluster: the Client is on a Redis Cluster, where every key of a lock
 	// must carry the hash tag (see checkTag)
 	cluster bool
+	// counted: the fence-drawing scripts of this Client's counters (see
+	// counterScripts)
+	counted *counterScripts
 
 	closed  atomic.Bool
 	closing chan struct{} // closed by Close: wakes waiting Lock calls
@@ -65,6 +68,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	}
 	c.deadlines = honoursDeadlines(rdb)
 	c.adminDeadlines = c.deadlines
+	c.counted = newCounterScripts(c.prefix, database(rdb))
 	s := &single{c: c, rdb: rdb, ack: cfg.ack, pub: "PUBLISH", pubArg: publishArg, slots: make(chan struct{}, max(poolSize(rdb)/4, 1))}
 	if isCluster(rdb) {
 		s.pub, s.pubArg = "SPUBLISH", spublishArg
@@ -83,6 +87,15 @@ func newClient(cfg clientConfig) *Client {
 		counter: nodeCounter(cfg.prefix),
 		closing: make(chan struct{}),
 	}
+}
+
+// database is the number of the database that rdb selects (0 on a
+// Cluster, or for a client it cannot tell).
+func database(rdb redis.UniversalClient) int {
+	if r, ok := rdb.(*redis.Client); ok && r != nil {
+		return r.Options().DB
+	}
+	return 0
 }
 
 // honoursDeadlines reports whether calls on rdb end at their context's
@@ -300,6 +313,7 @@ func (c *Client) checkTag(key, lock string) error {
 // names are the keys of the lock of kind k named key.
 func (c *Client) names(k *kind, key string) keyNames {
 	names := newKeyNames(c.prefix+k.prefix+"{"+key+"}"+lineSuffix, c.counter)
+	names.counted = c.counted
 	if k.shared {
 		names.keys = append(names.keys, names.lock+":h", names.lock+":d")
 	}

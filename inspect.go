@@ -312,7 +312,7 @@ func (c *Client) ForceRelease(ctx context.Context, key string, fence int64) (Loc
 	// One that ctx cut off may still take effect in Redis; nothing undoes
 	// it (there is no late), since the caller asked for it.
 	res, err := adminFunc(c, ctx, func(ctx context.Context) ([]any, error) {
-		return forceReleaseScript.run(ctx, c.b.admin(), names.keys, fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
+		return names.counted.of(forceReleaseScript).run(ctx, c.b.admin(), names.keys, fence, c.b.publish(), nowMillis(), handoffLease.Milliseconds()).Slice()
 	})
 	if err == nil && len(res) != 0 && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply %v", res)

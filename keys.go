@@ -17,6 +17,9 @@ type keyNames struct {
 	// keys are the KEYS of the acquire and release scripts: lock, fence,
 	// line; keys[:1] those of extend and pttl. Built once per call.
 	keys []string
+	// counted: the Client's own variants of the scripts that draw from
+	// fence (nil: the scripts as they are)
+	counted *counterScripts
 }
 
 const lineSuffix = ":line"

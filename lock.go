@@ -69,6 +69,14 @@ const (
 // newLock returns the Lock of a grant to r whose lease of length lease
 // started no earlier than start, and hands it to the renewer.
 func newLock(c *Client, r *request, fence int64, start time.Time, lease time.Duration) *Lock {
+	l := untrackedLock(c, r, fence, start, lease)
+	c.track(l)
+	return l
+}
+
+// untrackedLock is newLock for a grant to be confirmed before the
+// scheduler may see it (see single.handedOver): confirm tracks it.
+func untrackedLock(c *Client, r *request, fence int64, start time.Time, lease time.Duration) *Lock {
 	l := &Lock{
 		client: c, kind: r.kind, releaseArg: r.releaseArg, key: r.key, names: r.names, token: r.token,
 		fence: fence, renew: !r.cfg.noRenew, ttl: r.cfg.ttl, heapIdx: -1,
@@ -79,7 +87,6 @@ func newLock(c *Client, r *request, fence int64, start time.Time, lease time.Dur
 	l.valid = start.Add(lease - drift(lease))
 	l.slack = time.Since(start) + drift(lease)
 	l.renewAt = start.Add(lease / 3)
-	c.track(l)
 	return l
 }
 
@@ -336,6 +343,10 @@ func (l *Lock) extended(start time.Time, out extendOutcome, err error) extendOut
 	l.leaseCallEndedLocked()
 	stillHeld := l.state == held
 	switch {
+	case (err != nil || out == extendUndecided) && stillHeld:
+		// The lease in Redis is the old one or ttl's: renewal confirms it
+		// soon, and must go out before the shorter deadline set above.
+		l.renewAt = minTime(l.renewAt, time.Now().Add(max(l.ttl/10, time.Millisecond)))
 	case err != nil || out == extendUndecided:
 	case !stillHeld:
 		out = extendGone
@@ -515,6 +526,8 @@ func (l *Lock) confirm(ctx context.Context, start time.Time) error {
 		case out != extendDone:
 			l.end(lost, lossCause(out))
 			return ErrNotHeld
+		case !l.isHeld(): // ended meanwhile (Close): Release frees the lease
+			return ErrNotHeld
 		}
 	} else {
 		left, err := detachedFunc(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
@@ -546,6 +559,15 @@ func (l *Lock) guard() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return int64((l.slack + drift(l.ttl) + time.Millisecond - 1) / time.Millisecond)
+}
+
+// setSlack sets l's slack (see guard) and returns the one it had.
+func (l *Lock) setSlack(slack time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.slack
+	l.slack = slack
+	return old
 }
 
 func (l *Lock) lease() time.Duration {

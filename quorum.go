@@ -52,6 +52,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
 	c.deadlines = true // onNodes never waits for a node past ctx
 	if len(nodes) > 0 {
 		c.adminDeadlines = honoursDeadlines(nodes[0])
+		c.counted = newCounterScripts(c.prefix, database(nodes[0]))
 	}
 	return c
 }
@@ -262,7 +263,7 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	}
 	grant, ttl := tryGrant(token, r.tail), r.cfg.ttl.Milliseconds()
 	res := q.onNodes(ctx, decisionWait(r.cfg.ttl), func(ctx context.Context, i int, rdb redis.UniversalClient) (any, error) {
-		return tryReply(tryScript.run(ctx, rdb, r.names.keys[:2], grant, ttl), nil)
+		return tryReply(r.names.counted.of(tryScript).run(ctx, rdb, r.names.keys[:2], grant, ttl), nil)
 	}, q.grantDecided, late)
 	errs := make([]error, len(res))
 	grants, holderTTL := 0, time.Duration(-1)
@@ -549,7 +550,11 @@ func (q *quorum) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 // node still extends its lease.
 func (q *quorum) renew(batch []*Lock) []renewResult {
 	start := time.Now()
-	res := q.onNodes(context.Background(), decisionWait(batch[0].lease()), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
+	var longest time.Duration // the batch waits as its longest lease may
+	for _, l := range batch {
+		longest = max(longest, l.lease())
+	}
+	res := q.onNodes(context.Background(), decisionWait(longest), func(ctx context.Context, _ int, rdb redis.UniversalClient) (any, error) {
 		res, _ := pipelineExtend(ctx, rdb, batch, replicaAck{})
 		if needsScriptLoad(res) {
 			_ = extendScript.Load(ctx, rdb).Err()

@@ -448,17 +448,18 @@ func (l *Lock) applyRenewal(x renewResult) {
 }
 
 // lateRenewalLocked takes in a renewal that Redis refused because less
-// lease was left than its guard. Its answer came back, so the lease runs at
-// least left from the renewal's start: that bound, known within one round
-// trip, replaces one that may have been far looser (a grant handed over
-// after a long wait), and a retry, whose guard is then that round trip,
-// goes out at once if it can still pass. Otherwise the lock runs out.
+// lease was left than its guard. Its answer came back, so the lease runs
+// from the renewal's start for about left, no more and no less: that bound,
+// known within one round trip, replaces the one the lock had, which may
+// have been far looser (a grant handed over after a long wait) or far later
+// than the lease Redis has (a restart from a snapshot brought back an older,
+// shorter one). A retry, whose guard is then that round trip, goes out at
+// once if it can still pass. Otherwise the lock runs out, and is lost at
+// the new bound.
 func (l *Lock) lateRenewalLocked(x renewResult) {
 	l.lastErr = x.failure()
-	if bound := x.start.Add(x.left - drift(l.ttl)); bound.After(l.valid) {
-		l.valid = bound
-		l.slack = time.Since(x.start) + drift(l.ttl)
-	}
+	l.valid = x.start.Add(x.left - drift(l.ttl))
+	l.slack = time.Since(x.start) + drift(l.ttl)
 	l.renewAt = l.valid
 	if x.left > 2*(l.slack+drift(l.ttl)) {
 		l.renewAt = time.Now()

@@ -183,6 +183,48 @@ func (s *script) reload(ctx context.Context, c doer, cmd []any) error {
 	return nil
 }
 
+// counterScripts are a Client's own variants of the scripts that draw
+// fences, for a fence counter other than the default one (another key
+// prefix, another database): each variant starts with a comment line that
+// names the counter, so that it has a SHA of its own. Redis forgets every
+// script on a restart, and the first call of a script after it lifts the
+// counter of that call (reload); with one SHA for every counter, the first
+// application to call would lift its own counter and load the script for
+// all, and the others would draw from counters that a snapshot brought back
+// behind fences already given. With a variant per counter, each counter is
+// lifted by the first call that draws from it. (On a Cluster the counters
+// are one per slot, too many for a variant each: see docs/deployments.md.)
+type counterScripts struct{ own map[*script]*script }
+
+// drawingScripts are the scripts that draw fences.
+func drawingScripts() []*script {
+	return []*script{tryScript, acquireScript, releaseScript.plain, releaseScript.sharded, forceReleaseScript,
+		rwAcquireScript, semAcquireScript, sharedReleaseScript.plain, sharedReleaseScript.sharded}
+}
+
+// newCounterScripts returns the variants for the counters of key prefix in
+// database db, or nil for those of DefaultPrefix in database 0, which the
+// scripts as they are serve.
+func newCounterScripts(prefix string, db int) *counterScripts {
+	if prefix == DefaultPrefix && db == 0 {
+		return nil
+	}
+	cs := &counterScripts{own: map[*script]*script{}}
+	line := fmt.Sprintf("-- fence counters of key prefix %q, database %d\n", prefix, db)
+	for _, s := range drawingScripts() {
+		cs.own[s] = newDrawingScript(line + s.src.(string))
+	}
+	return cs
+}
+
+// of returns the variant of s that draws from the counter of cs.
+func (cs *counterScripts) of(s *script) *script {
+	if cs == nil || !s.draws {
+		return s
+	}
+	return cs.own[s]
+}
+
 // asEval turns cmd, a call of s built by command, into the same call as
 // EVAL with s's source.
 func (s *script) asEval(cmd []any) []any {
@@ -207,7 +249,7 @@ func runRelease(ctx context.Context, rdb doer, h hold, pub any, entry string, an
 // limit) follows the two that every release takes; entry, announce and
 // link come last, and only when set.
 func runReleaseLinked(ctx context.Context, rdb doer, h hold, pub any, entry string, announce bool, link string) *redis.Cmd {
-	s := h.kind.release.variant(pub)
+	s := h.names.counted.of(h.kind.release.variant(pub))
 	cmd := s.command(make([]any, 0, 3+len(h.names.keys)+6), h.names.keys)
 	cmd = append(cmd, h.token, nowMillis())
 	if h.releaseArg != nil {

@@ -188,15 +188,21 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	case err != nil:
 		q.lastErr = err // already in line: keep waiting, ask again later
 		return nil, lineRefresh, false, nil
-	case rep.granted && rep.handed && q.w != nil:
-		// Only a call that listens can be handed the lock; without, the
-		// reply is the call's own grant, read again by an attempt that the
+	case rep.granted && rep.handed && q.w != nil && q.again:
+		// Only a call that listened in line can be handed the lock; any
+		// other's reply is its own grant, read again by an attempt that the
 		// Redis client sent once more after a lost answer. (Its notice is
 		// on its way: see leave.)
 		if l, err := q.handedOver(ctx, rep.fence, ""); l != nil || err != nil {
 			return l, 0, true, err
 		}
 		return nil, -1, false, nil // gone before it was confirmed: ask again
+	case rep.granted && !time.Now().Before(sent.Add(r.cfg.ttl-drift(r.cfg.ttl))):
+		// Its lease may have run out before the answer came: a Lock of it
+		// would be held by nobody, and asking again would meet the same.
+		s.abandon(r)
+		return nil, 0, true, fmt.Errorf("%w: %q: its lease of %v may have run out before Redis's answer came",
+			ErrNotObtained, r.key, r.cfg.ttl)
 	case rep.granted:
 		return q.granted(rep, sent), 0, true, nil
 	case !r.wait:
@@ -365,14 +371,15 @@ func (s *single) acquireCall(r *request, mode string, again bool) (*script, []an
 		mode = modeFairTry // try.lua would take a free lock ahead of the line
 	}
 	if mode == modeTry && r.kind.try != nil {
-		cmd := r.kind.try.command(r.tryCmd[:0], r.names.keys[:2])
+		sc := r.names.counted.of(r.kind.try)
+		cmd := sc.command(r.tryCmd[:0], r.names.keys[:2])
 		cmd = append(cmd, tryGrant(r.token, r.tail), msArg(r.cfg.ttl))
 		if r.kind.announce {
 			cmd = append(cmd, s.pubArg)
 		}
-		return r.kind.try, cmd
+		return sc, cmd
 	}
-	sc := r.kind.acquire
+	sc := r.names.counted.of(r.kind.acquire)
 	cmd := sc.command(make([]any, 0, 3+len(r.names.keys)+12), r.names.keys)
 	if r.kind.shared { // see lua/shared.lua
 		cmd = append(cmd, r.token, msArg(r.cfg.ttl), r.tail, nowMillis(), s.pubArg, handoffLeaseArg, r.acquireArg)
@@ -408,18 +415,36 @@ func limitError(err error) (string, bool) {
 // which the release wrote without WAIT, is always confirmed (WAIT follows
 // the extend), and one that too few replicas acknowledge is given back and
 // fails with ErrNotReplicated, as an acquire does.
+//
+// A Lock to be confirmed is not shown to the scheduler until it is: its
+// bound from the last attempt may have passed already (a short TTL, a late
+// notice), and the scheduler would declare it lost while its grant is
+// alive. Nobody else has seen it, so no renewal of it can come late, and
+// its confirmation needs no more guard than one drift.
 func (s *single) handedOver(ctx context.Context, r *request, fence int64) (*Lock, error) {
 	first := min(r.cfg.ttl, handoffLease)
-	l := newLock(s.c, r, fence, r.sent, first)
-	if time.Until(l.validUntil()) > first/2 && (!r.cfg.noRenew || first == r.cfg.ttl) && s.ack == (replicaAck{}) {
+	if r.cfg.noRenew && first < r.cfg.ttl {
+		l := newLock(s.c, r, fence, r.sent, first)
+		return s.confirmedHandoff(r, l, l.Extend(ctx, r.cfg.ttl))
+	}
+	l := untrackedLock(s.c, r, fence, r.sent, first)
+	if time.Until(l.validUntil()) > first/2 && s.ack == (replicaAck{}) {
+		s.c.track(l)
 		return l, nil
 	}
-	var err error
-	if r.cfg.noRenew && first < r.cfg.ttl {
-		err = l.Extend(ctx, r.cfg.ttl)
-	} else {
-		err = l.confirm(ctx, time.Now())
+	slack := l.setSlack(drift(first))
+	err := l.confirm(ctx, time.Now())
+	if err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(l.Err(), ErrNotReplicated) {
+		// Not known: the Lock keeps the bound of the last attempt.
+		l.setSlack(slack)
+		s.c.track(l)
 	}
+	return s.confirmedHandoff(r, l, err)
+}
+
+// confirmedHandoff is handedOver's result for l after its confirmation
+// returned err.
+func (s *single) confirmedHandoff(r *request, l *Lock, err error) (*Lock, error) {
 	switch {
 	case errors.Is(l.Err(), ErrNotReplicated):
 		s.abandon(r)
@@ -501,13 +526,20 @@ func (s *single) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 }
 
 // renew extends every lock of the batch in one pipeline. Its context ends
-// at the earliest validity deadline of the batch: past it the scheduler has
-// already declared that lock lost.
+// at the latest validity deadline of the batch, past which the scheduler has
+// declared every lock of it lost, and at most maxRenewWait away: a round
+// trip longer than a second must not lose a lease that has the time for it,
+// nor a lock near its deadline cut short the renewal of the others (the
+// scheduler declares each lock lost at its own deadline, whatever the batch
+// does).
 func (s *single) renew(batch []*Lock) []renewResult {
-	deadline := time.Now().Add(time.Second)
+	var deadline time.Time
 	for _, l := range batch {
-		deadline = minTime(deadline, l.validUntil())
+		if v := l.validUntil(); v.After(deadline) {
+			deadline = v
+		}
 	}
+	deadline = minTime(deadline, time.Now().Add(maxRenewWait))
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
@@ -528,6 +560,10 @@ func (s *single) renew(batch []*Lock) []renewResult {
 	}
 	return res
 }
+
+// maxRenewWait bounds how long a renewal batch waits for Redis: the one
+// worker that sends batches waits for each.
+const maxRenewWait = 10 * time.Second
 
 // pipelineExtend runs the extend script for every lock of batch in one
 // pipeline on rdb and, with replica acknowledgement on, one WAIT after them

@@ -380,8 +380,17 @@ func TestLateRenewal(t *testing.T) {
 
 	l = fresh()
 	l.applyRenewal(renewResult{l: l, start: start, ttl: ttl, out: extendLate, left: 20 * time.Millisecond})
-	if !l.valid.Equal(now.Add(100*time.Millisecond)) || !l.renewAt.Equal(l.valid) || l.state != held {
-		t.Fatalf("after a late answer with 20ms left: valid %v, renewAt %v, state %v; want the old deadline and no retry before it",
-			l.valid.Sub(now), l.renewAt.Sub(now), l.state)
+	if want := start.Add(20*time.Millisecond - drift(ttl)); !l.valid.Equal(want) || !l.renewAt.Equal(l.valid) || l.state != held {
+		t.Fatalf("after a late answer with 20ms left: valid %v, renewAt %v, state %v; want %v, the answer's bound, and no retry before it",
+			l.valid.Sub(now), l.renewAt.Sub(now), l.state, want.Sub(now))
+	}
+
+	// A lease that Redis says is shorter than the lock's deadline (a
+	// restart from a snapshot brought an older lease back) lowers it.
+	l = fresh()
+	l.valid = now.Add(10 * time.Minute)
+	l.applyRenewal(renewResult{l: l, start: start, ttl: ttl, out: extendLate, left: 1500 * time.Millisecond})
+	if want := start.Add(1500*time.Millisecond - drift(ttl)); !l.valid.Equal(want) {
+		t.Fatalf("after a late answer with 1.5s left of a lock valid for 10m: valid %v, want %v", l.valid.Sub(now), want.Sub(now))
 	}
 }

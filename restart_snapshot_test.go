@@ -1,0 +1,151 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestFencesRiseAfterSnapshotForEveryPrefixAndDatabase: two applications share one
+// Redis, each with its own fence counter: with their own key prefixes
+// (WithKeyPrefix exists "to keep applications sharing one Redis apart"),
+// or in their own database (redis.Options.DB). The server restarts from a
+// snapshot taken before their latest grants. docs/deployments.md promises
+// that fences strictly increase "across restarts with or without
+// persistence (... one that a snapshot brought back behind is lifted to
+// it)". The lift runs only when a Client finds a fence-drawing script gone
+// (NOSCRIPT), and only on the counter of that call's key; the script cache
+// is one per server. So the first application's call loads the scripts and
+// lifts its own counter, and the second one's calls then find the scripts
+// loaded and draw from a counter the snapshot brought back behind: they
+// repeat fences given out before the restart.
+func TestFencesRiseAfterSnapshotForEveryPrefixAndDatabase(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	for _, tc := range []struct {
+		name string
+		b    func(srv *redistest.Server) *distlock.Client
+	}{
+		{"prefix", func(srv *redistest.Server) *distlock.Client {
+			return distlock.New(srv.Client(t), distlock.WithKeyPrefix("app-b:"))
+		}},
+		{"database", func(srv *redistest.Server) *distlock.Client {
+			o := srv.Options()
+			o.DB = 1
+			rdb := redis.NewClient(o)
+			t.Cleanup(func() { rdb.Close() })
+			return distlock.New(rdb)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			draw := func(c *distlock.Client) int64 {
+				t.Helper()
+				l, err := c.TryLock(ctx, "order:1")
+				must(t, err)
+				must(t, l.Release(ctx))
+				return l.Fence()
+			}
+			a, b := distlock.New(srv.Client(t)), tc.b(srv)
+			draw(a)
+			draw(b)
+			must(t, srv.Client(t).Save(ctx).Err()) // a periodic snapshot
+			var last int64
+			for range 3 { // given out by b, not in the snapshot
+				last = draw(b)
+			}
+			a.Close()
+			b.Close()
+			srv.Restart(t) // loads the snapshot
+
+			a, b = distlock.New(srv.Client(t)), tc.b(srv)
+			defer a.Close()
+			defer b.Close()
+			draw(a) // the first call after the restart loads the scripts
+			if after := draw(b); after <= last {
+				t.Fatalf("the second application's fence %d after a restart from a snapshot, %d given out before it: a resource would take the forgotten holder's writes",
+					after, last)
+			}
+		})
+	}
+}
+
+// TestHolderToldWhenSnapshotBringsBackShorterLease: a holder's lock is in a
+// snapshot with less lease left than the holder's current lease (here a
+// 2 s lease, extended to 10 min after the snapshot; in production a
+// snapshot a few minutes old under a long TTL, or a handoff's 2 s first
+// lease). Redis restarts from that snapshot. The holder's Client keeps a
+// subscription, so it renews at once when it reconnects (design.md), and
+// Redis refuses that renewal by its guard, answering how much lease is
+// left: about a second. The lock then runs out in Redis and another client
+// takes it. The README promises that Lost() fires "as soon as the lock is
+// known lost — including when no renewal was confirmed before the lease
+// could have run out in Redis, so before anyone else can take it", and
+// deployments.md that a holder learns of a restart at once with a
+// subscription, "otherwise at its next scheduled renewal, within a third of
+// its TTL". Here the holder is told neither: lateRenewalLocked only ever
+// raises the local deadline and schedules no renewal before it, so the
+// holder believes it holds the lock for the rest of its 10 min.
+func TestHolderToldWhenSnapshotBringsBackShorterLease(t *testing.T) {
+	renewals := &restartRevObserver{}
+	c, rdb, srv := setup(t, distlock.WithObserver(renewals))
+	ctx := ctxT(t, 60*time.Second)
+	waitOnce(t, rdb, c) // the holder's Client keeps a subscription
+
+	l, err := c.TryLock(ctx, "snap", distlock.WithTTL(2*time.Second))
+	must(t, err)
+	must(t, rdb.Save(ctx).Err()) // the snapshot has the 2 s lease
+	must(t, l.Extend(ctx, 10*time.Minute))
+	srv.Restart(t) // loads the snapshot: about 1.9 s of lease left
+	restarted := time.Now()
+	if left := srv.Client(t).PTTL(ctx, "distlock:{snap}").Val(); left <= 0 {
+		t.Skipf("the snapshot's lease ran out during the restart (%v): machine too slow for this test", left)
+	}
+
+	other := distlock.New(srv.Client(t))
+	defer other.Close()
+	taken := acquireAsync(ctx, other, "snap")
+	next := recv(t, taken, 10*time.Second)
+	defer next.l.Release(ctx)
+	t.Logf("another client took the lock %v after the restart", next.at.Sub(restarted))
+	// Lost must have fired before the other grant; allow a generous
+	// second on top for a loaded machine.
+	select {
+	case <-l.Lost():
+		t.Logf("holder told %v after the restart: %v", time.Since(restarted), l.Err())
+	case <-time.After(time.Second):
+		t.Fatalf("another client holds the lock since %v after the restart, and the holder is still not told (Err %v); its renewals after the restart: %v",
+			next.at.Sub(restarted), l.Err(), renewals.failures())
+	}
+	if !errors.Is(l.Err(), distlock.ErrLost) {
+		t.Fatalf("holder's cause %v, want a loss", l.Err())
+	}
+}
+
+// restartRevObserver records the errors of failed renewal batches.
+type restartRevObserver struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (o *restartRevObserver) Start(ctx context.Context, _ distlock.EventKind, _ string) context.Context {
+	return ctx
+}
+func (o *restartRevObserver) Link(context.Context) string { return "" }
+func (o *restartRevObserver) Observe(_ context.Context, e distlock.Event) {
+	if e.Kind == distlock.EventRenewal && e.Failed > 0 {
+		o.mu.Lock()
+		o.errs = append(o.errs, e.Err.Error())
+		o.mu.Unlock()
+	}
+}
+func (o *restartRevObserver) failures() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.errs...)
+}
