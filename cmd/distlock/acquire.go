@@ -104,7 +104,7 @@ func waitVerbose(ctx context.Context, cfg *runConfig, conn *connection, opts []d
 	}
 	// The line rewritten in place is for a person at a terminal, not for
 	// the one-object-per-line JSON stream.
-	if log.json == nil && isTerminal(log.w) {
+	if log.json == nil && isTerminal(log.out) {
 		stop := showProgress(log.w, log.name, cfg.quoted(), start)
 		defer stop()
 	}

@@ -83,9 +83,9 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 			// The time actually waited: --wait, keeperWait, the second
 			// chance, and however late the timers fired.
 			silence := time.Since(began)
+			_ = k.cmd.Process.Kill()
 			log.error(evKeeperStalled, fmt.Sprintf("the lock keeper of %s did not answer within --wait %v and %v more; killing it",
 				cfg.quoted(), cfg.wait, (silence-cfg.wait).Round(time.Millisecond)), aSilence(silence))
-			_ = k.cmd.Process.Kill()
 			k.waitExit()
 			return nil, exitRedis
 		case sig := <-sigs:
@@ -195,12 +195,13 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 		case <-beatC:
 			if now := time.Now(); hb.fired(now) {
 				// Stopped or hung: it renews nothing. Killed, it closes its
-				// pipe, and COMMAND is stopped as when a keeper dies.
+				// pipe, and COMMAND is stopped as when a keeper dies. Killed
+				// first, said after: the message may not hold it up.
 				beatC = nil
 				silence := hb.silence(now)
+				_ = k.cmd.Process.Kill()
 				log.error(evKeeperStalled, fmt.Sprintf("the lock keeper of %s has not answered for %v; killing it", cfg.quoted(), silence.Round(time.Millisecond)),
 					aSilence(silence))
-				_ = k.cmd.Process.Kill()
 				break
 			}
 			if k.send("ping") != nil {
@@ -213,9 +214,9 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 			if !groupRunning(j.pid) {
 				break // the keeper's SIGKILL came first, or COMMAND has just exited
 			}
+			j.signal(syscall.SIGKILL)
 			log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
 				aCommand(cfg.command[0]), aGrace(cfg.grace))
-			j.signal(syscall.SIGKILL)
 		case ev := <-j.events:
 			switch {
 			case ev.err == nil && ev.ws.Stopped():
@@ -290,6 +291,7 @@ func keeperState(k *keeperLink) string {
 // answers that with a goroutine dump.)
 func exitBySignal(sig syscall.Signal, tty *terminal) int {
 	if tty != nil && sig == syscall.SIGINT {
+		flushLogs(exitFlush) // what was said before dying of it
 		signal.Reset(sig)
 		_ = syscall.Kill(os.Getpid(), sig)
 		// The signal is handled on some thread of this process; give it

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -76,7 +77,7 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, shared bool, k *keeperLin
 		}
 	}
 	argv := append([]string{os.Args[0], execCmd, unignore, string(cfg.logs), cfg.name, cfg.key, path}, cfg.command...)
-	env := append(os.Environ(),
+	env := append(jobEnviron(os.Environ()),
 		"DISTLOCK_KEY="+cfg.key,
 		"DISTLOCK_FENCE="+g.fences,
 		"DISTLOCK_TOKEN="+g.tokens,
@@ -98,6 +99,29 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, shared bool, k *keeperLin
 		_, _ = w.Write([]byte{1})
 	}
 	return j, exitOK
+}
+
+// jobVars are the variables that startJob sets for COMMAND.
+var jobVars = []string{"DISTLOCK_KEY", "DISTLOCK_FENCE", "DISTLOCK_TOKEN"}
+
+// jobEnviron is env without jobVars. distlock may have inherited them: it
+// runs in the COMMAND of another `distlock run` (a script that takes a
+// second lock, a nested --owner run), or a service sets them. Left in,
+// they would come before this run's in COMMAND's environment, and the
+// shim's exec, like getenv, takes the first of a name: COMMAND would get
+// the outer lock's key, fence and token.
+func jobEnviron(env []string) []string {
+	out := make([]string, 0, len(env)+len(jobVars))
+next:
+	for _, kv := range env {
+		for _, v := range jobVars {
+			if strings.HasPrefix(kv, v+"=") {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // wait reports COMMAND's stops, continues and end.

@@ -80,6 +80,10 @@ func runKeeper(args []string) int {
 	if h == nil {
 		return code
 	}
+	// What was said while taking the lock (-v: waiting, taken; on a
+	// terminal, the erased progress line) comes before COMMAND's output,
+	// unless stderr takes no writes.
+	flushLogs(syncFlush)
 	fmt.Fprintf(os.Stdout, "locked %s %s\n", h.fenceList(","), strings.Join(h.tokens, ","))
 	return keep(cfg, h, lines, runner, log)
 }
@@ -154,10 +158,11 @@ func keep(cfg *runConfig, h *held, lines <-chan string, runner int, log *runLog)
 				return exitOK
 			}
 		case <-lost:
+			// Signals first, the message after: nothing that is said may
+			// hold up stopping COMMAND (runLog does not wait for stderr
+			// either).
 			lost, lostErr = nil, h.err()
 			reply("lost")
-			log.error(evLost, fmt.Sprintf("%s lost (%v); stopping %s: SIGTERM now, SIGKILL in %v", cfg.subject(), lostErr, cfg.command[0], cfg.grace),
-				h.fenceAttr(), aCause(lostErr), aCommand(cfg.command[0]), aGrace(cfg.grace))
 			if pgid > 0 {
 				_ = syscall.Kill(-pgid, syscall.SIGTERM)
 				_ = syscall.Kill(-pgid, syscall.SIGCONT) // a suspended job must run to end
@@ -166,13 +171,15 @@ func keep(cfg *runConfig, h *held, lines <-chan string, runner int, log *runLog)
 			t := time.NewTimer(cfg.grace)
 			defer t.Stop()
 			killAt = t.C
+			log.error(evLost, fmt.Sprintf("%s lost (%v); stopping %s: SIGTERM now, SIGKILL in %v", cfg.subject(), lostErr, cfg.command[0], cfg.grace),
+				h.fenceAttr(), aCause(lostErr), aCommand(cfg.command[0]), aGrace(cfg.grace))
 		case <-killAt:
 			killAt = nil
 			if pgid > 0 && groupRunning(pgid) {
-				log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
-					aCommand(cfg.command[0]), aGrace(cfg.grace))
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
 				_ = syscall.Kill(runner, syscall.SIGCONT)
+				log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
+					aCommand(cfg.command[0]), aGrace(cfg.grace))
 			}
 		}
 	}

@@ -93,7 +93,11 @@ Examples:
 ` + exitCodes
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	// run and elect queue their messages (logqueue.go): written out
+	// before exit, unless stderr takes no writes for that long.
+	flushLogs(exitFlush)
+	os.Exit(code)
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

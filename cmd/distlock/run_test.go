@@ -539,3 +539,36 @@ func TestRedisGoneWhileWaiting(t *testing.T) {
 		t.Fatalf("exited %v after Redis went, with --wait 2s", d)
 	}
 }
+
+// TestNestedRunGetsItsOwnEnvironment: docs/cli.md's table says COMMAND
+// gets DISTLOCK_KEY "the lock's name", DISTLOCK_FENCE "the fencing token:
+// larger than that of every earlier holder of the key" and DISTLOCK_TOKEN
+// "the random token of this grant". A `distlock run` inside another's
+// COMMAND (a cron script that takes a second lock, a nested --owner run)
+// inherits the outer run's; startJob (jobEnviron) leaves them out of the
+// environment it adds its own to. Before, the shim, a Go program, exec'd
+// COMMAND with os.Environ(), where Go keeps the first of duplicate
+// variables, so COMMAND got the outer lock's key, fence and token, and two
+// inner runs in one outer run the same fence.
+func TestNestedRunGetsItsOwnEnvironment(t *testing.T) {
+	env, _, _ := server(t)
+	dir := t.TempDir()
+	inner := `printf '%s\n' "$DISTLOCK_KEY" "$DISTLOCK_FENCE" "$DISTLOCK_TOKEN" > "env.$N"
+"$BIN" status --json inner > "status.$N"`
+	script := `printf '%s\n' "$DISTLOCK_KEY" "$DISTLOCK_FENCE" "$DISTLOCK_TOKEN" > env.outer
+N=1 "$BIN" run inner -- sh -c "$INNER" && N=2 "$BIN" run inner -- sh -c "$INNER"`
+	p := startDL(t, dir, append(env, "BIN="+binary(t), "INNER="+inner), "run", "outer", "--", "sh", "-c", script)
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, p.stderr.String())
+	}
+	outer := strings.Fields(readFile(t, filepath.Join(dir, "env.outer")))
+	for _, n := range []string{"1", "2"} {
+		got := strings.Fields(readFile(t, filepath.Join(dir, "env."+n)))
+		status := readFile(t, filepath.Join(dir, "status."+n))
+		if len(got) != 3 || got[0] != "inner" ||
+			!strings.Contains(status, `"fence": `+got[1]+",") || !strings.Contains(status, `"owner": "`+got[2]+`"`) {
+			t.Errorf("inner run %s: COMMAND got DISTLOCK_KEY, _FENCE, _TOKEN %q (the outer run's are %q); Redis holds inner as %s",
+				n, got, outer, strings.Join(strings.Fields(status), " "))
+		}
+	}
+}

@@ -35,19 +35,32 @@ func (f *logFormat) Set(s string) error {
 // line from log/slog's JSONHandler: time, level, msg (the same sentence),
 // event (a stable name for scripts), key, and the event's own attributes
 // (fence, cause, command, ...). Each message is a single write, so that
-// lines of the two processes do not mix.
+// lines of the two processes do not mix. Messages go through a logQueue
+// (logqueue.go): writing one never waits for stderr.
 type runLog struct {
-	w    io.Writer
-	name string // "run" or "elect": text lines start "distlock NAME: "
+	w    io.Writer // the queue to out
+	out  io.Writer // stderr itself
+	name string    // "run" or "elect": text lines start "distlock NAME: "
 	key  string
 	json *slog.Logger // nil in text mode
 }
 
 func newRunLog(format logFormat, name, key string, w io.Writer) *runLog {
-	l := &runLog{w: w, name: name, key: key}
+	q := queueFor(w)
+	l := &runLog{w: q, out: w, name: name, key: key}
 	if format == logJSON {
-		l.json = slog.New(slog.NewJSONHandler(w, nil))
+		l.json = slog.New(slog.NewJSONHandler(q, nil))
 	}
+	// Said by the queue's goroutine, straight to stderr, once it takes
+	// writes again.
+	direct := &runLog{w: w, out: w, name: name, key: key}
+	if format == logJSON {
+		direct.json = slog.New(slog.NewJSONHandler(w, nil))
+	}
+	note := func(n int64) {
+		direct.warn(evDropped, droppedText(n), slog.Int64("dropped", n))
+	}
+	q.note.Store(&note)
 	return l
 }
 
@@ -66,8 +79,9 @@ const (
 	evLeftRunning   = "left_running"   // COMMAND exited, processes of its group run on
 	evReleased      = "released"       // -v: the lock is released
 	evReleaseFail   = "release_failed"
-	evUsage         = "usage" // bad command line (exit 64)
-	evError         = "error" // Redis or system error (exit 69)
+	evDropped       = "dropped" // stderr took no writes; messages were left out
+	evUsage         = "usage"   // bad command line (exit 64)
+	evError         = "error"   // Redis or system error (exit 69)
 )
 
 // say writes one message: msg in text mode, msg with event, key and attrs

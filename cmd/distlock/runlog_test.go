@@ -238,6 +238,7 @@ var fieldOK = map[string]func(any) bool{
 	"cause":        isText,
 	"state":        isText,
 	"pgid":         isCount,
+	"dropped":      isCount,
 }
 
 func isString(v any) bool { _, ok := v.(string); return ok }
@@ -321,7 +322,7 @@ func index(msgs []map[string]any, event string) int {
 func TestRunLogEventsDocumented(t *testing.T) {
 	doc := docEvents(t)
 	ours := []string{evWaiting, evAcquired, evNotObtained, evInterrupted, evCannotRun, evLost, evKill, evRunnerDied,
-		evKeeperDied, evKeeperStalled, evLeftRunning, evReleased, evReleaseFail, evUsage, evError}
+		evKeeperDied, evKeeperStalled, evLeftRunning, evReleased, evReleaseFail, evUsage, evError, evDropped}
 	for _, ev := range ours {
 		if _, ok := doc[ev]; !ok {
 			t.Errorf("event %q is not in docs/cli.md", ev)
