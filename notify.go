@@ -26,9 +26,9 @@ type notifier struct {
 	c    *Client
 	subs []*subscriber // one per node (a Cluster is one node here)
 
-	mu     sync.Mutex
-	chans  map[string]*channelState
-	idle   int
+	mu    sync.Mutex
+	chans map[string]*channelState
+	idle  int
 	// held holds the Locks that calls of this Client took after lining up,
 	// by token: a grant notice to one while it holds is late, of a grant
 	// before it, and must not be taken for a grant to a waiter that is gone
@@ -36,9 +36,9 @@ type notifier struct {
 	// doubled since the last sweep.
 	held      map[string]*Lock
 	heldSweep int
-	ctx    context.Context
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	ctx       context.Context
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 type channelState struct {
