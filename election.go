@@ -88,6 +88,9 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if len(value) > maxMetadataLen {
 		return fmt.Errorf("%w: value longer than %d bytes", ErrInvalidOption, maxMetadataLen)
 	}
+	if !l.isHeld() {
+		return ErrNotHeld
+	}
 	c := l.client
 	ok, err := detachedFunc(c, ctx, func(ctx context.Context) (int64, error) {
 		return proclaimScript.run(ctx, c.b.admin(), l.names.keys[:1], l.token, "0:"+value, c.b.publish()).Int64()
@@ -176,21 +179,26 @@ func (e *Election) observe(ctx context.Context, n *notifier, w *waiter, out chan
 	var last Leader
 	sent, backoff := false, 10*time.Millisecond
 	for {
+		asked := time.Now()
 		now, err := e.Leader(ctx)
 		wait := time.Duration(-1) // no timer: changes are announced
 		switch {
 		case err == nil || errors.Is(err, ErrNoLeader):
 			backoff = 10 * time.Millisecond
-			if now.Elected() {
-				wait = now.TTL + time.Millisecond // a lease that runs out is not announced
-			}
 			if !sent || now.Fence != last.Fence || now.Value != last.Value {
 				select {
 				case out <- now:
 				case <-ctx.Done():
 					return
+				case <-e.c.closing:
+					return
 				}
 				last, sent = now, true
+			}
+			if now.Elected() {
+				// a lease that runs out is not announced; counted from
+				// the read, not from a send the reader held up
+				wait = max(time.Until(asked.Add(now.TTL)), 0) + time.Millisecond
 			}
 		case ctx.Err() != nil:
 			return
