@@ -153,8 +153,11 @@ func (q *quorum) lock(ctx context.Context, r *request) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, notObtained(r.key, err)
 	}
-	if n := q.c.existingNotifier(); n == nil || !n.waitingLocally(r.names.channel()) {
-		// Nobody in this process waits for it: ask at once.
+	if n := q.c.existingNotifier(); n == nil || !r.wait || r.cfg.owner != "" || !n.waitingLocally(r.names.channel()) {
+		// Ask at once when nobody in this process waits for it, for a
+		// TryLock (one attempt, never a place in line) and for an owner,
+		// who may hold it already: behind a waiter of its own Client, whom
+		// only its Release can serve, a reentry would wait forever.
 		l, _, err := q.attempt(ctx, r)
 		if !r.wait || !errors.Is(err, ErrNotObtained) {
 			r.how = HowFree
@@ -183,7 +186,10 @@ func (q *quorum) wait(ctx context.Context, r *request, n *notifier) (*Lock, erro
 	var last error
 	for try := 1; ; {
 		wait := lineRefresh
-		if n.isHead(w) {
+		// Only the head asks, so that the process sends one attempt per
+		// release, not one per waiter; an owner asks whenever it wakes,
+		// since its owner may have come to hold the lock meanwhile.
+		if r.cfg.owner != "" || n.isHead(w) {
 			began := time.Now()
 			l, holderTTL, err := q.attempt(ctx, r)
 			if !errors.Is(err, ErrNotObtained) {
@@ -286,7 +292,19 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 			}
 		}
 	}
-	valid := func() bool { return r.cfg.ttl-time.Since(start)-drift(r.cfg.ttl) > 0 }
+	// valid reports whether the lease is still valid; when it is not, the
+	// nodes that granted it say why in the error.
+	valid := func() bool {
+		if r.cfg.ttl-time.Since(start)-drift(r.cfg.ttl) > 0 {
+			return true
+		}
+		for i, x := range res {
+			if errs[i] == nil && isGrant(x) {
+				errs[i] = fmt.Errorf("granted, but the lease's validity ran out %v after the attempt began", time.Since(start).Round(time.Millisecond))
+			}
+		}
+		return false
+	}
 	ok := grants >= q.majority() && valid()
 	reentry, agreed := reentryFence(res, q.majority())
 	switch {
@@ -647,10 +665,8 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 	)
 	for i := range res {
 		res[i].err = errPending
-		if q.suspect[i].Load() {
-			res[i].err = errSuspect // decided without it, unless it answers first
-		}
 	}
+	q.skipSuspects(res)
 	for i, rdb := range q.nodes {
 		q.c.bg.add()
 		go func() {
@@ -715,6 +731,27 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 		}
 	}
 	return decide(errUndecided)
+}
+
+// skipSuspects marks in res the nodes that failed at the network level
+// last time, so that the decision does not wait for them unless they answer
+// first; but only while the others can make a majority on their own. When
+// most nodes failed (a majority restarted, say), a decision without them
+// could only be a refusal, even of a free lock: they are waited for like
+// any node then, within the decision's wait.
+func (q *quorum) skipSuspects(res []nodeResult) {
+	var suspects []int
+	for i := range res {
+		if q.suspect[i].Load() {
+			suspects = append(suspects, i)
+		}
+	}
+	if len(suspects) > len(q.nodes)-q.majority() {
+		return
+	}
+	for _, i := range suspects {
+		res[i].err = errSuspect
+	}
 }
 
 // noteNode records whether node i just answered. Redis error replies come
