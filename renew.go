@@ -289,6 +289,9 @@ func (r *renewer) schedulePendingLocked(sched *schedule) bool {
 	for _, l := range r.pending {
 		if l.isHeld() {
 			sched.at(l, l.nextEvent())
+			if !l.isHeld() {
+				sched.remove(l)
+			}
 		}
 	}
 	clear(r.pending)
@@ -541,6 +544,9 @@ func (s *schedule) popDue(now time.Time, queue []*Lock) []*Lock {
 	}
 	for _, l := range again {
 		s.at(l, l.nextEvent())
+		if !l.isHeld() { // released after the check above: Release saw it unscheduled
+			s.remove(l)
+		}
 	}
 	return queue
 }

@@ -56,9 +56,11 @@ func (s *single) publish() string                        { return s.pub }
 
 // reply is the acquire script's answer.
 type reply struct {
-	granted   bool
-	handed    bool // granted by a handoff before this call asked
-	fence     int64
+	granted bool
+	handed  bool // granted by a handoff before this call asked
+	fence   int64
+	// left, when handed: the lease Redis had left for it (0: not told)
+	left      time.Duration
 	holderTTL time.Duration // when not granted: the holder's lease left
 	// ended, when not granted: a handoff to the caller with a fence up to
 	// this one was made before the attempt ran, and its grant had ended by
@@ -188,12 +190,16 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	case err != nil:
 		q.lastErr = err // already in line: keep waiting, ask again later
 		return nil, lineRefresh, false, nil
-	case rep.granted && rep.handed && q.w != nil && q.again:
-		// Only a call that listened in line can be handed the lock; any
+	case rep.granted && rep.handed && q.w != nil && (q.again || q.mode != modeTry):
+		// Only a call that can have lined up can be handed the lock; any
 		// other's reply is its own grant, read again by an attempt that the
-		// Redis client sent once more after a lost answer. (Its notice is
-		// on its way: see leave.)
-		if l, err := q.handedOver(ctx, rep.fence, ""); l != nil || err != nil {
+		// Redis client sent once more after a lost answer. So can a first
+		// join's: a handoff may have come between its two runs, after this
+		// send. (A handoff's notice is on its way: see leave.)
+		if !q.again {
+			r.sent = sent
+		}
+		if l, err := q.handedOver(ctx, rep.fence, sent, rep.left, ""); l != nil || err != nil {
 			return l, 0, true, err
 		}
 		return nil, -1, false, nil // gone before it was confirmed: ask again
@@ -237,12 +243,13 @@ func (q *call) granted(rep reply, sent time.Time) *Lock {
 
 // handedOver builds the Lock of a grant that a handoff made to the call:
 // told by its notice (link: the release's trace link), or found by an
-// attempt that read the lock after it. The handoff, not an attempt, set
-// the lease, a short first one (see single.handedOver). It returns nil if
-// the grant is gone by then.
-func (q *call) handedOver(ctx context.Context, fence int64, link string) (*Lock, error) {
+// attempt sent at sent that read the lock after it (left: the lease it
+// found, 0 if not told). The handoff, not an attempt, set the lease, a
+// short first one (see single.handedOver). It returns nil if the grant is
+// gone by then.
+func (q *call) handedOver(ctx context.Context, fence int64, sent time.Time, left time.Duration, link string) (*Lock, error) {
 	q.r.how, q.r.link = HowHandedOver, link
-	l, err := q.s.handedOver(ctx, q.r, fence)
+	l, err := q.s.handedOver(ctx, q.r, fence, sent, left)
 	q.won = l
 	return l, err
 }
@@ -255,7 +262,7 @@ func (q *call) wait(ctx context.Context, d time.Duration) (*Lock, bool, error) {
 		return nil, true, q.s.gaveUp(q.r, err, true, q.lastErr)
 	}
 	if h.fence > q.ended { // else a late notice of a grant that has ended
-		if l, err := q.handedOver(ctx, h.fence, h.link); l != nil || err != nil {
+		if l, err := q.handedOver(ctx, h.fence, time.Time{}, 0, h.link); l != nil || err != nil {
 			return l, true, err
 		}
 	}
@@ -361,7 +368,11 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 		_ = runRelease(ctx, s.rdb, r.hold(), s.pubArg, r.entry, r.kind.announce).Err()
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
 	}
-	return reply{granted: true, handed: len(res) > 3, fence: res[1]}, nil
+	rep := reply{granted: true, fence: res[1]}
+	if len(res) > 3 {
+		rep.handed, rep.left = true, time.Duration(max(res[3], 0))*time.Millisecond
+	}
+	return rep, nil
 }
 
 // acquireCall is the script of one attempt in mode and its call (see
@@ -408,10 +419,13 @@ func limitError(err error) (string, bool) {
 // handedOver builds the Lock of a grant that a release handed to r. Its
 // first lease, the shorter of its TTL and handoffLease, was set by that
 // release, after r's last attempt was sent, so it runs at least until that
-// send time plus the lease; renewal raises it to the TTL. A lock that is
-// not renewed is extended to its TTL here, and a grant whose notice came so
-// late that little of that bound is left is confirmed with Redis first. It
-// returns nil if the grant is gone by then. With WithReplicaAck the grant,
+// send time plus the lease, and at least left past sent when an attempt
+// sent then found left of it (the later of the two counts: a longer one is
+// the caller's own grant, read again by an attempt that the Redis client
+// sent once more after a lost answer); renewal raises it to the TTL. A
+// lock that is not renewed is extended to its TTL here, and a grant whose
+// notice came so late that little of that bound is left is confirmed with
+// Redis first. It returns nil if the grant is gone by then. With WithReplicaAck the grant,
 // which the release wrote without WAIT, is always confirmed (WAIT follows
 // the extend), and one that too few replicas acknowledge is given back and
 // fails with ErrNotReplicated, as an acquire does.
@@ -421,13 +435,17 @@ func limitError(err error) (string, bool) {
 // notice), and the scheduler would declare it lost while its grant is
 // alive. Nobody else has seen it, so no renewal of it can come late, and
 // its confirmation needs no more guard than one drift.
-func (s *single) handedOver(ctx context.Context, r *request, fence int64) (*Lock, error) {
+func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent time.Time, left time.Duration) (*Lock, error) {
 	first := min(r.cfg.ttl, handoffLease)
-	if r.cfg.noRenew && first < r.cfg.ttl {
-		l := newLock(s.c, r, fence, r.sent, first)
+	start, lease := r.sent, first
+	if left = min(left, r.cfg.ttl); sent.Add(left).After(start.Add(lease)) {
+		start, lease = sent, left
+	}
+	if r.cfg.noRenew && lease < r.cfg.ttl {
+		l := newLock(s.c, r, fence, start, lease)
 		return s.confirmedHandoff(r, l, l.Extend(ctx, r.cfg.ttl))
 	}
-	l := untrackedLock(s.c, r, fence, r.sent, first)
+	l := untrackedLock(s.c, r, fence, start, lease)
 	if time.Until(l.validUntil()) > first/2 && s.ack == (replicaAck{}) {
 		s.c.track(l)
 		return l, nil

@@ -16,8 +16,9 @@
 -- ARGV[11] claim  first lease of a handoff in fair mode, ms
 -- ARGV[12] notify "1": publish "a" on "<lock>:released" when granted
 -- returns the fence of a new grant (a bare integer, as try.lua), {1, fence,
--- holds} when the caller's owner took it again, {1, fence, 1, 1} when a
--- handoff gave it to the caller before this call, else {0, lease left in
+-- holds} when the caller's owner took it again, {1, fence, 1, lease left
+-- in ms} when a handoff gave it to the caller before this call (or when
+-- the call's own first run took it: see held), else {0, lease left in
 -- ms, the holder's fence} (and the caller is in line in modes j and f): a
 -- handoff to the caller with a fence up to the holder's was made before
 -- this call, and its grant had ended by then, so that its notice, if it
@@ -45,8 +46,8 @@ if v then
   if r then
     if again == '1' and not r[4] then
       -- Its owner came to hold the lock while it waited: it leaves the
-      -- line (a handoff to it, {1, fence, 1, 1}, took its entry already).
-      redis.call('LREM', KEYS[3], 1, entry)
+      -- line (a handoff to it, {1, fence, 1, left}, took its entry already).
+      redis.call('LREM', KEYS[3], 0, entry)
     end
     return r
   end
@@ -63,7 +64,7 @@ if v then
 end
 local line = '0'
 if again == '1' then
-  redis.call('LREM', KEYS[3], 1, entry)
+  redis.call('LREM', KEYS[3], 0, entry)
   line = '1'
 elseif (not fair or head) and redis.call('EXISTS', KEYS[3]) == 1 then
   -- (a fair call that found the line empty above knows it still is)

@@ -29,12 +29,14 @@ end
 
 -- held answers the attempt of token (owner: its WithOwner id, or "") on a
 -- lock held now, whose value is v: the lock is taken again by its owner
--- ({1, fence, holds}), held by token already ({1, fence, 1, 1}), or not
+-- ({1, fence, holds}), held by token already ({1, fence, 1, lease left in
+-- ms}: a handoff's short first lease, or, for an attempt that the Redis
+-- client sent again after a lost answer, the caller's own grant), or not
 -- obtained (nil, and the lock's line flag). ttl is the attempt's lease, ms.
 local function held(v, token, owner, ttl)
   local fence, s, holds, line, t = parse(v)
   if holds == token then
-    return {1, tonumber(fence), 1, 1}
+    return {1, tonumber(fence), 1, redis.call('PTTL', KEYS[1])}
   end
   if owner ~= '' and owner_of(t) == owner then
     holds = holds .. ',' .. token

@@ -80,14 +80,20 @@ local function clear_gone(pos, entry, pub, now)
 end
 
 -- line_up puts entry at the end of the line, unless a re-ask finds it
--- there already (and then clears a gone waiter's entry near it: see
--- clear_gone; pub and now as there). Either way the line lives linettl
+-- there already (and then drops any second copy of it, and clears a gone
+-- waiter's entry near it: see clear_gone; pub and now as there). Either
+-- way the line lives linettl
 -- more: every waiter asks again at least every second, so a line lives
 -- while any waiter does, however long the lock stays held.
 local function line_up(entry, again, linettl, pub, now)
-  local pos = again == '1' and redis.call('LPOS', KEYS[3], entry)
-  if pos then
-    clear_gone(pos, entry, pub, now)
+  local at = again == '1' and redis.call('LPOS', KEYS[3], entry, 'COUNT', 0)
+  if at and at[1] then
+    if at[2] then
+      -- A first join that the Redis client sent again after a lost answer
+      -- pushed the entry twice: the copies after the first go.
+      redis.call('LREM', KEYS[3], 1 - #at, entry)
+    end
+    clear_gone(at[1], entry, pub, now)
   else
     redis.call('RPUSH', KEYS[3], entry)
   end

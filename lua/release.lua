@@ -20,7 +20,7 @@
 -- encode and decode) when it frees the lock.
 if ARGV[3] then -- release_head.lua did not run
   if ARGV[3] ~= '' then
-    redis.call('LREM', KEYS[3], 1, ARGV[3])
+    redis.call('LREM', KEYS[3], 0, ARGV[3])
   end
   v = redis.call('GET', KEYS[1])
 end

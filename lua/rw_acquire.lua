@@ -4,8 +4,8 @@
 -- always fair.
 -- A caller takes the lock only if nobody waits ahead of it: a reader that
 -- comes while a writer waits queues behind it, so writers do not starve.
--- returns the fence when granted ({1, fence, 1, 1} when a handoff gave it
--- to the caller), else {0, how long until a hold ends (ms), or -1} (and the
+-- returns the fence when granted ({1, fence, 1, 0} when a handoff gave it
+-- to the caller: 0, the lease left is not told), else {0, how long until a hold ends (ms), or -1} (and the
 -- caller is in line in mode "j"; a re-ask gets the fence counter's value
 -- third).
 local token, ttl, tail, since, want, mode, entry, again = shared_args()
@@ -14,7 +14,7 @@ local head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], 1e9, prune(now))
 -- Only a caller already in line can have been handed a hold.
 local f = again == '1' and own(token)
 if f then
-  return {1, f, 1, 1}
+  return {1, f, 1, 0}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not head or head == entry) then
   if head then

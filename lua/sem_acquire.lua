@@ -1,8 +1,8 @@
 -- sem_acquire: one attempt at a semaphore permit (after lib.lua,
 -- shared.lua). KEYS and ARGV as in shared.lua, ARGV[7] limit: the
 -- semaphore's number of permits (permits go in arrival order).
--- returns the fence when granted ({1, fence, 1, 1} when a handoff gave it
--- to the caller), {0, ms until a permit's lease ends, or -1} otherwise (and
+-- returns the fence when granted ({1, fence, 1, 0} when a handoff gave it
+-- to the caller: 0, the lease left is not told), {0, ms until a permit's lease ends, or -1} otherwise (and
 -- the caller is in line in mode "j"; a re-ask gets the fence counter's
 -- value third), or an error reply "LIMIT <n>" when
 -- the semaphore is in use with another limit.
@@ -21,7 +21,7 @@ head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], (have and n or 1) - hel
 -- Only a caller already in line can have been handed a permit.
 local f = again == '1' and shared_fence(token)
 if f then
-  return {1, f, 1, 1}
+  return {1, f, 1, 0}
 end
 if held < n and (not head or head == entry) then
   if head then

@@ -21,7 +21,7 @@
 local token, limit = ARGV[1], tonumber(ARGV[3])
 local sem = limit > 0
 if ARGV[4] and ARGV[4] ~= '' then
-  redis.call('LREM', KEYS[3], 1, ARGV[4])
+  redis.call('LREM', KEYS[3], 0, ARGV[4])
 end
 local now = now_ms()
 local found, exclusive = false, false

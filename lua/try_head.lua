@@ -11,8 +11,8 @@
 --                 "<lock>:released" when granted (elections)
 -- returns the fence of a new grant (an integer: cheaper for Redis to encode
 -- and for the client to decode than an array), {1, fence, holds} when the
--- caller's owner took it again, {1, fence, 1, 1} when the caller's token
--- held it already, else {0, lease left in ms}.
+-- caller's owner took it again, {1, fence, 1, lease left in ms} when the
+-- caller's token held it already, else {0, lease left in ms}.
 --
 -- A fence drawn for an attempt that fails is skipped: fences only need to
 -- increase.
