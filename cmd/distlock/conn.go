@@ -190,6 +190,18 @@ func (c *connection) Close() {
 	}
 }
 
+// abandon closes c at once, also with calls stuck on a Redis that takes
+// them and never answers: the Redis clients go first, which ends such
+// calls, since a cancel does not (url.go). Closed the other way round, the
+// library's Close would wait for its background calls (Observe's lookups)
+// up to its own bound, seconds. A later Close does nothing more.
+func (c *connection) abandon() {
+	for _, r := range c.rdbs {
+		_ = r.Close()
+	}
+	c.locks.Close()
+}
+
 // where names the Redis deployment for error messages.
 // tls tells whether the connection is made over TLS.
 func (c *connection) tls() bool {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -124,7 +125,8 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 		lost       bool      // the lock is lost or its keeper is gone: COMMAND is being stopped
 		lostAt     time.Time // when the runner learned of it
 		keeperGone bool
-		killAt     <-chan time.Time
+		killAt     <-chan time.Time // the runner's SIGKILL deadline, --grace after it learned
+		killSaid   bool             // the SIGKILL after --grace has been reported
 		lines      = k.lines
 		exited     *jobEvent // COMMAND's end, while what it left in its group runs on
 		left       groupWatch
@@ -133,14 +135,29 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 		hb         = newHeartbeat(cfg.ttl, time.Now())
 		beat       = time.NewTimer(time.Until(hb.due))
 		beatC      = beat.C
+		execd      = j.execd        // closed once the shim has exec'd COMMAND
+		held       []syscall.Signal // signals to pass on once it has
 	)
 	defer beat.Stop()
+	// The runner and, after a loss, its keeper both send the SIGKILL at
+	// --grace (the keeper's timer dies with a keeper that stalls); the
+	// runner says it, once for both.
+	sayKilled := func() {
+		if !killSaid {
+			killSaid = true
+			logKill(cfg, log)
+		}
+	}
 	end := func(ev jobEvent) int {
 		if keeperGone {
 			j.signal(syscall.SIGKILL) // nothing may go on working without the lock
 			return exitLost
 		}
-		reply := k.finish()
+		reply := k.finish(func(line string) {
+			if line == "killed" {
+				sayKilled()
+			}
+		})
 		if reply == "" && !lost {
 			// The keeper died, or stalled and was killed, before it confirmed
 			// the release: distlock always explains its own exits.
@@ -169,6 +186,13 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				// would before COMMAND started, and leaves what COMMAND left
 				// to run. (signal.Reset would not do: Go then drops them.)
 				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			} else if sig != syscall.SIGCONT && execd != nil {
+				// Not yet to the shim, which is a Go program: SIGQUIT
+				// would end it with a goroutine dump and status 2. Like
+				// the kernel, held once each, and passed on in a moment.
+				if s := sig.(syscall.Signal); !slices.Contains(held, s) {
+					held = append(held, s)
+				}
 			} else if sig != syscall.SIGCONT {
 				j.signal(sig.(syscall.Signal))
 			} else if !lost && !k.gone() && exited == nil {
@@ -176,10 +200,26 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 			} else if exited != nil {
 				j.signal(syscall.SIGCONT) // the terminal stays with distlock
 			}
+		case <-execd:
+			execd = nil
+			for _, sig := range held {
+				j.signal(sig)
+			}
+			held = nil
 		case line, ok := <-lines:
 			switch {
-			case ok && line == "lost":
+			case ok && line == "lost" && !lost:
+				// The keeper is stopping COMMAND: SIGTERM now, SIGKILL
+				// after --grace. The runner keeps that deadline too, from
+				// now: a keeper that stalls (stopped, hung) takes its timer
+				// with it, and the heartbeat gives it up only within half
+				// a TTL.
 				lost, lostAt = true, time.Now()
+				t := time.NewTimer(cfg.grace)
+				defer t.Stop()
+				killAt = t.C
+			case ok && line == "killed":
+				sayKilled()
 			case ok && line == "pong":
 				hb.answered(time.Now())
 				if beatC != nil {
@@ -187,7 +227,12 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				}
 			case !ok:
 				lines, keeperGone, beatC = nil, true, nil
-				t := time.NewTimer(keeperLost(cfg, j, k, lost, lostAt, log))
+				if lost {
+					// The deadline set when "lost" came stands.
+					keeperLostAfterLoss(cfg, k, lostAt, killAt != nil, log)
+					break
+				}
+				t := time.NewTimer(keeperLost(cfg, j, k, log))
 				defer t.Stop()
 				killAt = t.C
 				lost = true
@@ -215,8 +260,7 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 				break // the keeper's SIGKILL came first, or COMMAND has just exited
 			}
 			j.signal(syscall.SIGKILL)
-			log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
-				aCommand(cfg.command[0]), aGrace(cfg.grace))
+			sayKilled()
 		case ev := <-j.events:
 			switch {
 			case ev.err == nil && ev.ws.Stopped():
@@ -254,24 +298,29 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 	}
 }
 
-// keeperLost stops COMMAND when the keeper is gone and returns how long
-// until SIGKILL. After a loss the keeper was already stopping COMMAND, and
-// its SIGKILL timer died with it: the runner keeps that deadline, --grace
-// from when it learned of the loss (the keeper's, counted from a moment
-// before, comes no later), so that COMMAND never outlives it.
-func keeperLost(cfg *runConfig, j *job, k *keeperLink, lost bool, lostAt time.Time, log *runLog) time.Duration {
-	if !lost {
-		j.terminate()
-		state := keeperState(k)
-		log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died (%v); stopping %s: SIGTERM now, SIGKILL in %v",
-			cfg.quoted(), state, cfg.command[0], cfg.grace), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
-		return cfg.grace
-	}
+// keeperLost stops COMMAND when the keeper is gone without a loss and
+// returns how long until SIGKILL.
+func keeperLost(cfg *runConfig, j *job, k *keeperLink, log *runLog) time.Duration {
+	j.terminate()
 	state := keeperState(k)
-	left := max(time.Until(lostAt.Add(cfg.grace)), 0)
-	log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died (%v) while stopping %s after the loss; SIGKILL in %v",
-		cfg.quoted(), state, cfg.command[0], left.Round(time.Millisecond)), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
-	return left
+	log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died (%v); stopping %s: SIGTERM now, SIGKILL in %v",
+		cfg.quoted(), state, cfg.command[0], cfg.grace), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
+	return cfg.grace
+}
+
+// keeperLostAfterLoss says that the keeper is gone while it was stopping
+// COMMAND after the loss. Its SIGKILL timer died with it, but the runner
+// has kept that deadline since it learned of the loss, at lostAt (the
+// keeper's, counted from a moment before, comes no later): pending tells
+// whether it is still to come.
+func keeperLostAfterLoss(cfg *runConfig, k *keeperLink, lostAt time.Time, pending bool, log *runLog) {
+	state := keeperState(k)
+	next := ""
+	if pending {
+		next = fmt.Sprintf("; SIGKILL in %v", max(time.Until(lostAt.Add(cfg.grace)), 0).Round(time.Millisecond))
+	}
+	log.error(evKeeperDied, fmt.Sprintf("the lock keeper of %s died (%v) while stopping %s after the loss%s",
+		cfg.quoted(), state, cfg.command[0], next), aState(state), aCommand(cfg.command[0]), aGrace(cfg.grace))
 }
 
 // keeperState describes how the keeper ended, once it has.

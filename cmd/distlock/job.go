@@ -22,6 +22,7 @@ type job struct {
 	gave   bool      // the terminal's foreground is COMMAND's because we gave it
 	shared bool      // on a terminal, others share the runner's process group (sharedGroup)
 	events chan jobEvent
+	execd  chan struct{} // closed once the shim has exec'd COMMAND, or exited
 }
 
 // jobEvent is a change of COMMAND's state, from wait4.
@@ -36,7 +37,7 @@ func (e jobEvent) ended() bool { return e.err != nil || e.ws.Exited() || e.ws.Si
 // the lock, says why and returns nil and the exit code.
 func startJob(cfg *runConfig, g *grant, tty *terminal, shared bool, k *keeperLink, log *runLog) (*job, int) {
 	cannot := func(err error, code int) (*job, int) {
-		k.finish()
+		k.finish(nil)
 		log.error(evCannotRun, fmt.Sprintf("cannot run %q: %v", cfg.command[0], err), aCommand(cfg.command[0]), aError(err))
 		return nil, code
 	}
@@ -63,6 +64,15 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, shared bool, k *keeperLin
 		return cannot(err, exitCannotRun)
 	}
 	defer w.Close() // without the go-ahead the shim exits unrun
+	// The shim's fd 4 is closed on exec: EOF on execR means that COMMAND
+	// runs (or that the shim is gone). Until then signals are not passed
+	// on: they would reach the shim, a Go program, which dies of SIGQUIT
+	// with a goroutine dump and status 2, not as COMMAND would.
+	execR, execW, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		return cannot(err, exitCannotRun)
+	}
 	unignore := "0"
 	sys := &syscall.SysProcAttr{Setpgid: true}
 	killWithParent(sys)
@@ -84,15 +94,27 @@ func startJob(cfg *runConfig, g *grant, tty *terminal, shared bool, k *keeperLin
 	)
 	pid, err := syscall.ForkExec(self, argv, &syscall.ProcAttr{
 		Env:   env,
-		Files: []uintptr{0, 1, 2, r.Fd()},
+		Files: []uintptr{0, 1, 2, r.Fd(), execW.Fd()},
 		Sys:   sys,
 	})
 	r.Close()
+	execW.Close()
 	if err != nil {
+		execR.Close()
 		return cannot(err, exitCannotRun)
 	}
-	j := &job{pid: pid, tty: tty, gave: sys.Foreground, shared: shared, events: make(chan jobEvent, 4)}
+	j := &job{pid: pid, tty: tty, gave: sys.Foreground, shared: shared, events: make(chan jobEvent, 4), execd: make(chan struct{})}
 	go j.wait()
+	go func() {
+		var b [1]byte
+		for {
+			if _, err := execR.Read(b[:]); err != nil {
+				break
+			}
+		}
+		execR.Close()
+		close(j.execd)
+	}()
 	// The keeper learns COMMAND's group before COMMAND may run. If it is
 	// gone, no go-ahead: the shim exits and supervise handles the loss.
 	if k.send("pid "+strconv.Itoa(pid)) == nil {

@@ -178,11 +178,22 @@ func keep(cfg *runConfig, h *held, lines <-chan string, runner int, log *runLog)
 			if pgid > 0 && groupRunning(pgid) {
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
 				_ = syscall.Kill(runner, syscall.SIGCONT)
-				log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
-					aCommand(cfg.command[0]), aGrace(cfg.grace))
+				// The runner, which sends the same SIGKILL at the same
+				// deadline in case this keeper stalls, says it, once for
+				// both; unless it is gone.
+				if _, err := fmt.Fprintln(os.Stdout, "killed"); err != nil {
+					logKill(cfg, log)
+				}
 			}
 		}
 	}
+}
+
+// logKill says that COMMAND outlived --grace after SIGTERM and was sent
+// SIGKILL.
+func logKill(cfg *runConfig, log *runLog) {
+	log.warn(evKill, fmt.Sprintf("%s still running %v after SIGTERM; sending SIGKILL", cfg.command[0], cfg.grace),
+		aCommand(cfg.command[0]), aGrace(cfg.grace))
 }
 
 // waitGone waits, at most reapWait, until no process of group pgid runs.

@@ -171,6 +171,62 @@ while :; do sleep 0.02; done`
 	}
 }
 
+// TestStalledKeeperDuringGraceStillKillsAtGrace: docs/cli.md: "If it [the
+// keeper] dies (or stalls, below) while it is stopping the command after a
+// loss, the runner sends the SIGKILL itself, --grace after it learned of the
+// loss." The keeper is stopped right after it sent SIGTERM, its SIGKILL
+// timer with it; COMMAND ignores SIGTERM and must still be killed --grace
+// after the loss, not when the heartbeat gives the keeper up (two or three
+// windows of TTL/6 later), and the SIGKILL is reported once.
+func TestStalledKeeperDuringGraceStillKillsAtGrace(t *testing.T) {
+	env, c, _ := server(t)
+	dir := t.TempDir()
+	const (
+		ttl   = 9 * time.Second // heartbeat windows of 1.5 s
+		grace = 500 * time.Millisecond
+	)
+	script := `trap 'echo term > marker' TERM
+echo $$ > started
+while :; do sleep 0.02; done`
+	p := startDL(t, dir, env, "run", "--ttl", ttl.String(), "--grace", grace.String(), "stall-grace", "--", "sh", "-c", script)
+	pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "started"), 10*time.Second)))
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	keeper := childWithArg(t, p.cmd.Process.Pid, keeperCmd)
+	t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGKILL) })
+	if _, err := c.ForceRelease(ctxT(t, 5*time.Second), "stall-grace", 0); err != nil {
+		t.Fatal(err)
+	}
+	// The keeper wrote "lost" and sent SIGTERM: it stalls now, within
+	// --grace, its SIGKILL timer with it.
+	waitFile(t, filepath.Join(dir, "marker"), ttl)
+	termed := time.Now()
+	if err := syscall.Kill(keeper, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// --grace and a generous second for a loaded machine; the heartbeat
+	// would take 3 s to 4.5 s.
+	for !processDead(pid) {
+		if time.Since(termed) > grace+time.Second {
+			// Let it end, to see how late the SIGKILL came.
+			for !processDead(pid) && time.Since(termed) < ttl {
+				time.Sleep(5 * time.Millisecond) // polling another process's state
+			}
+			t.Fatalf("COMMAND ran on %v after SIGTERM with the lock lost (--grace %v); stderr %s",
+				time.Since(termed).Round(time.Millisecond), grace, p.stderr.String())
+		}
+		time.Sleep(2 * time.Millisecond) // polling another process's state
+	}
+	t.Logf("COMMAND gone %v after SIGTERM", time.Since(termed).Round(time.Millisecond))
+	// The stopped keeper does not answer the runner's "done": it is given
+	// up after keeperWait (docs/cli.md: 15 s).
+	if code := p.wait(t, keeperWait+10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+	if n := strings.Count(p.stderr.String(), "sending SIGKILL"); n != 1 {
+		t.Fatalf("the SIGKILL reported %d times, want once; stderr %s", n, p.stderr.String())
+	}
+}
+
 // TestKilledRunnerAndKeeper: when both distlock processes die at once
 // (`pkill -9 distlock` names both), neither can stop COMMAND for the other;
 // the kernel kills it (the group's leader, COMMAND itself) as its parent,

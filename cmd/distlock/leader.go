@@ -103,7 +103,7 @@ func cmdLeader(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "leader", conn.redisError(err), exitRedis)
 	}
 	if cfg.watch {
-		return watchLeader(cfg, e, stdout, stderr)
+		return watchLeader(cfg, conn, e, stdout, stderr)
 	}
 	if cfg.json {
 		b, _ := json.MarshalIndent(toLeaderJSON(cfg.name, l), "", "  ")
@@ -119,9 +119,11 @@ func cmdLeader(args []string, stdout, stderr io.Writer) int {
 
 // watchLeader prints every change of e's leader until a signal or a closed
 // stdout ends it (exit 0).
-func watchLeader(cfg *leaderConfig, e *distlock.Election, stdout, stderr io.Writer) int {
+func watchLeader(cfg *leaderConfig, conn *connection, e *distlock.Election, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), catchable(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)...)
 	defer stop()
+	// Whatever ends the watch ends it now, not after a lookup under way.
+	defer conn.abandon()
 	// A closed stdout (`| head`) gives EPIPE, which ends the watch quietly.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	// Writes come only with a change of leader, which may be days away:
@@ -134,6 +136,11 @@ func watchLeader(cfg *leaderConfig, e *distlock.Election, stdout, stderr io.Writ
 		select {
 		case <-gone:
 			return exitOK // the reader is gone: nothing left to do
+		case <-ctx.Done():
+			// Not left to Observe, whose channel closes only once a lookup
+			// under way returns: on a Redis that takes it and never
+			// answers, a cancel does not end it (url.go); abandon does.
+			return exitOK
 		case c, ok := <-changes:
 			if !ok {
 				return exitOK // Observe ends only with ctx: a signal

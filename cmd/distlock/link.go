@@ -25,6 +25,8 @@ import (
 //	                                       sent before COMMAND may run
 //	keeper → runner  "lost"                the lock is lost; the keeper is
 //	                                       stopping COMMAND (SIGTERM, SIGKILL)
+//	keeper → runner  "killed"              COMMAND outlived --grace: the keeper
+//	                                       sent SIGKILL (the runner says so)
 //	runner → keeper  "ping"                are you there? (while COMMAND runs,
 //	                                       heartbeat.go)
 //	keeper → runner  "pong"                yes
@@ -157,7 +159,8 @@ func (k *keeperLink) abandon() {
 // within keeperWait. A keeper stopped (kill -STOP) or hung has its pipe
 // open, and the heartbeat that gives such a keeper up runs only while
 // COMMAND runs: without the bound the runner would wait for it forever.
-func (k *keeperLink) finish() string {
+// Other lines that come first go to other, if not nil.
+func (k *keeperLink) finish(other func(line string)) string {
 	reply := ""
 	if k.send("done") == nil {
 		timeout := time.NewTimer(keeperWait)
@@ -172,6 +175,9 @@ func (k *keeperLink) finish() string {
 				if line == "released" || line == "notheld" || line == "lost" {
 					reply = line
 					break answer
+				}
+				if other != nil {
+					other(line)
 				}
 			case <-timeout.C:
 				_ = k.cmd.Process.Kill() // stalled: its lease runs out

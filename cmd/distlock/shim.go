@@ -14,7 +14,8 @@ import (
 // group and tells the keeper that group before it writes the go-ahead on
 // fd 3; only then does the shim exec COMMAND. So COMMAND never runs where the
 // keeper of a runner killed at that very moment could not find and kill it:
-// if the runner dies first, fd 3 reads EOF and nothing is run.
+// if the runner dies first, fd 3 reads EOF and nothing is run. fd 4 is
+// closed by the exec: the runner passes signals on only then (supervise).
 func runExec(args []string) int {
 	if len(args) < 6 {
 		return exitUsage
@@ -33,6 +34,7 @@ func runExec(args []string) int {
 		// gives COMMAND the default back.
 		signal.Notify(make(chan os.Signal, 1), syscall.SIGTTOU)
 	}
+	syscall.CloseOnExec(4)
 	err := syscall.Exec(path, argv, os.Environ())
 	newRunLog(format, name, key, os.Stderr).error(evCannotRun, fmt.Sprintf("cannot run %q: %v", argv[0], err), aCommand(argv[0]), aError(err))
 	if errors.Is(err, syscall.ENOENT) {

@@ -25,6 +25,8 @@ const refreshTimeout = 10 * time.Second
 func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), catchable(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)...)
 	defer stop()
+	// Whatever ends the watch ends it now, not after a refresh under way.
+	defer conn.abandon()
 	// A closed stdout (`| head`) gives EPIPE, which ends the watch quietly,
 	// instead of killing distlock with SIGPIPE.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
@@ -34,14 +36,14 @@ func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) 
 	defer tick.Stop()
 	down := false // the last refresh failed on Redis
 	for first := true; ; first = false {
-		qctx, cancel := context.WithTimeout(ctx, refreshTimeout)
-		infos, free, err := query(qctx, cfg, conn)
-		cancel()
+		r, ok := refresh(ctx, cfg, conn)
+		if !ok {
+			return exitOK // a signal
+		}
+		infos, free, err := r.infos, r.free, r.err
 		now := time.Now()
 		var werr error // writing to stdout
 		switch {
-		case ctx.Err() != nil:
-			return exitOK
 		case err != nil && first:
 			// Most likely a wrong URL or a server that is down: say so at
 			// once rather than show an empty view.
@@ -67,6 +69,35 @@ func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) 
 			return exitOK
 		case <-tick.C:
 		}
+	}
+}
+
+// refreshed is the outcome of one refresh of --watch.
+type refreshed struct {
+	infos []distlock.LockInfo
+	free  *distlock.LockInfo
+	err   error
+}
+
+// refresh queries the locks once, within refreshTimeout; ok is false if a
+// signal (ctx) came first. The query runs apart, because a signal does not
+// cut short a call on a Redis that takes it and never answers (the client
+// honours deadlines, not cancels: url.go): Ctrl-C would otherwise wait for
+// the timeout. Such a call is left behind; conn.abandon ends it.
+func refresh(ctx context.Context, cfg *statusConfig, conn *connection) (r refreshed, ok bool) {
+	qctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	done := make(chan refreshed, 1)
+	go func() {
+		var r refreshed
+		r.infos, r.free, r.err = query(qctx, cfg, conn)
+		done <- r
+	}()
+	select {
+	case r = <-done:
+		return r, ctx.Err() == nil
+	case <-ctx.Done():
+		return refreshed{}, false
 	}
 }
 

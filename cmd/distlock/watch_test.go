@@ -2,11 +2,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -303,5 +308,170 @@ func TestFrame(t *testing.T) {
 	}
 	if got := clip("héllo", 3); got != "hél" {
 		t.Fatalf("clip %q", got)
+	}
+}
+
+// holeRelay is a TCP relay to a Redis server that a test can blackhole:
+// from then on it swallows what either side sends, so that calls hang as on
+// a dead network path, and it reports when a request has gone into the
+// hole on a connection that never subscribed (not a pub/sub health check:
+// a call that the client waits on).
+type holeRelay struct {
+	ln        net.Listener
+	target    string
+	hole      atomic.Bool
+	swallowed chan struct{} // closed at the first such request swallowed
+	once      sync.Once
+	mu        sync.Mutex
+	conns     []net.Conn
+}
+
+func startHoleRelay(t *testing.T, target string) *holeRelay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &holeRelay{ln: ln, target: target, swallowed: make(chan struct{})}
+	t.Cleanup(func() {
+		ln.Close()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, c := range r.conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			r.mu.Lock()
+			r.conns = append(r.conns, client, server)
+			r.mu.Unlock()
+			go r.pass(client, server, true)
+			go r.pass(server, client, false)
+		}
+	}()
+	return r
+}
+
+func (r *holeRelay) addr() string { return r.ln.Addr().String() }
+
+// blackhole starts swallowing.
+func (r *holeRelay) blackhole() { r.hole.Store(true) }
+
+// pass copies src to dst until the blackhole, and swallows from then on.
+func (r *holeRelay) pass(src, dst net.Conn, upstream bool) {
+	buf := make([]byte, 32<<10)
+	subscriber := false
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			switch {
+			case !r.hole.Load():
+				subscriber = subscriber || upstream && bytes.Contains(bytes.ToLower(buf[:n]), []byte("subscribe"))
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			case upstream && !subscriber:
+				r.once.Do(func() { close(r.swallowed) })
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// waitSwallowed waits until a call is stuck in the hole.
+func (r *holeRelay) waitSwallowed(t *testing.T, within time.Duration, p *proc) {
+	t.Helper()
+	select {
+	case <-r.swallowed:
+	case <-time.After(within):
+		t.Fatalf("no request went into the blackhole within %v; stderr %q", within, p.stderr.String())
+	}
+}
+
+// endsPromptly sends sig to the watch p, which has a call stuck on a hung
+// Redis, and checks that it ends at once with status 0, as documented,
+// not when that call times out.
+func endsPromptly(t *testing.T, p *proc, sig syscall.Signal) {
+	t.Helper()
+	sent := time.Now()
+	signalProc(t, p, sig)
+	code := p.wait(t, 2*refreshTimeout)
+	took := time.Since(sent)
+	t.Logf("%v: ended %v after the signal", sig, took.Round(time.Millisecond))
+	if code != 0 {
+		t.Errorf("%v: exit %d, want 0; stderr %q", sig, code, p.stderr.String())
+	}
+	// Well under a second on an idle machine; 2s is room for a loaded one.
+	if took > 2*time.Second {
+		t.Errorf("%v ended the watch only %v later (a call on the hung Redis was under way)", sig, took.Round(time.Millisecond))
+	}
+}
+
+// watchSignals are the signals that end a watch (docs/cli.md).
+var watchSignals = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+
+// TestStatusWatchEndsPromptlyOnSignalWhileRedisHangs: `status --watch`
+// runs "until SIGINT (Ctrl-C), SIGTERM or SIGHUP ... and then exits with
+// status 0" (docs/cli.md). On a Redis that takes requests and never answers
+// a refresh is under way nearly all the time; a signal must end the watch
+// at once, not when that refresh times out (refreshTimeout, 10s).
+func TestStatusWatchEndsPromptlyOnSignalWhileRedisHangs(t *testing.T) {
+	_, _, srv := server(t)
+	var ps []*proc
+	var relays []*holeRelay
+	for range watchSignals {
+		r := startHoleRelay(t, srv.Addr)
+		p := startDL(t, t.TempDir(), []string{"DISTLOCK_REDIS_URL=redis://" + r.addr()}, "status", "--watch", "--json", "--interval", "100ms")
+		seen := 0
+		nextSnapshot(t, p, &seen, 10*time.Second)
+		ps, relays = append(ps, p), append(relays, r)
+	}
+	for i, sig := range watchSignals {
+		relays[i].blackhole()
+		relays[i].waitSwallowed(t, 10*time.Second, ps[i])
+		endsPromptly(t, ps[i], sig)
+	}
+}
+
+// TestLeaderWatchEndsPromptlyOnSignalWhileRedisHangs: the same for `leader
+// --watch`, whose lookups of the leader (one when the lease it last saw
+// runs out) hang on such a Redis.
+func TestLeaderWatchEndsPromptlyOnSignalWhileRedisHangs(t *testing.T) {
+	_, c, srv := server(t)
+	e, err := c.NewElection("hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A short lease, renewed by this process straight on Redis: the watch
+	// looks the leader up again every second.
+	l, err := e.Campaign(ctxT(t, 10*time.Second), "me", distlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Resign(context.Background()) })
+	var ps []*proc
+	var relays []*holeRelay
+	for range watchSignals {
+		r := startHoleRelay(t, srv.Addr)
+		p := startDL(t, t.TempDir(), []string{"DISTLOCK_REDIS_URL=redis://" + r.addr()}, "leader", "--watch", "--json", "hang")
+		waitStdout(t, p, `"value":"me"`, 10*time.Second)
+		ps, relays = append(ps, p), append(relays, r)
+	}
+	for i, sig := range watchSignals {
+		relays[i].blackhole()
+		relays[i].waitSwallowed(t, 10*time.Second, ps[i])
+		endsPromptly(t, ps[i], sig)
 	}
 }
