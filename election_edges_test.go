@@ -14,24 +14,26 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// observersSending counts the goroutines of Election.observe
-// that are blocked handing a Leader to the caller (the select around
-// `out <- now`, observe's only own select), as opposed to parked waiting
-// for a change (in Client.park).
-func observersSending() int {
+// goroutineStacks returns the stacks of every goroutine, one per element.
+func goroutineStacks() []string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			buf = buf[:n]
-			break
+			return strings.Split(string(buf[:n]), "\n\n")
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// observersSending counts the goroutines of Election.observe that are
+// blocked handing a Leader to the caller (the select around `out <- now`,
+// observe's only own select), as opposed to parked waiting for a change
+// (in Client.park). The runtime's own frames are not shown: a goroutine
+// blocked in observe's own select has observe as its top frame.
+func observersSending() int {
 	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		// The runtime's own frames are not shown: a goroutine blocked in
-		// observe's own select has observe as its top frame.
+	for _, g := range goroutineStacks() {
 		lines := strings.Split(strings.TrimSpace(g), "\n")
 		if len(lines) > 1 && strings.HasSuffix(lines[0], "[select]:") &&
 			strings.HasPrefix(lines[1], "github.com/distlock/distlock.(*Election).observe(") {
@@ -43,17 +45,8 @@ func observersSending() int {
 
 // observersRunning counts the goroutines running Election.observe.
 func observersRunning() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		if strings.Contains(g, "github.com/distlock/distlock.(*Election).observe(") {
 			count++
 		}
