@@ -41,8 +41,12 @@ type Client struct {
 	counted *counterScripts
 
 	closed  atomic.Bool
-	closing chan struct{} // closed by Close: wakes waiting Lock calls
-	bg      jobs          // background goroutines: Close waits for them
+	closing <-chan struct{} // closed by Close: wakes waiting Lock calls
+	// closeNow closes closing; closedCtx is done then, for calls that only
+	// Close can end (see single.attempt)
+	closeNow  context.CancelFunc
+	closedCtx context.Context
+	bg        jobs // background goroutines: Close waits for them
 
 	mu       sync.Mutex
 	renewer  *renewer
@@ -80,12 +84,15 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 }
 
 func newClient(cfg clientConfig) *Client {
+	closed, closeNow := context.WithCancel(context.Background())
 	return &Client{
-		obs:     cfg.observer(),
-		prefix:  cfg.prefix,
-		id:      newToken()[:11],
-		counter: nodeCounter(cfg.prefix),
-		closing: make(chan struct{}),
+		obs:       cfg.observer(),
+		prefix:    cfg.prefix,
+		id:        newToken()[:11],
+		counter:   nodeCounter(cfg.prefix),
+		closing:   closed.Done(),
+		closeNow:  closeNow,
+		closedCtx: closed,
 	}
 }
 
@@ -149,10 +156,10 @@ func isNil(v any) bool {
 // renewals and clean-ups still under way in the background. It does not
 // close the Redis client.
 func (c *Client) Close() error {
-	if c == nil || c.closed.Swap(true) {
+	if c == nil || c.b == nil || c.closed.Swap(true) {
 		return nil
 	}
-	close(c.closing)
+	c.closeNow()
 	c.mu.Lock()
 	r, n := c.renewer, c.notifier
 	c.renewer, c.notifier = nil, nil
@@ -286,7 +293,7 @@ func (c *Client) request(k *kind, key string, opts []Option, wait bool) (*reques
 
 func (c *Client) usable() error {
 	switch {
-	case c == nil:
+	case c == nil || c.b == nil: // nil, or zero (not made by New)
 		return ErrNilClient
 	case c.broken != nil:
 		return c.broken

@@ -90,6 +90,10 @@ func untrackedLock(c *Client, r *request, fence int64, start time.Time, lease ti
 	return l
 }
 
+// none reports a nil or zero Lock (one not made by this package), which
+// holds nothing.
+func (l *Lock) none() bool { return l == nil || l.client == nil }
+
 // Key returns the lock's name as given to TryLock or Lock.
 func (l *Lock) Key() string {
 	if l == nil {
@@ -140,7 +144,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return errors.Join(ErrNilContext, l.Release(context.Background()))
 	}
-	if l == nil {
+	if l.none() {
 		return ErrNotHeld
 	}
 	c := l.client
@@ -274,7 +278,7 @@ func (l *Lock) lostBeforeRelease(cause error) {
 // returns ErrNotHeld, changing nothing, when the lock is no longer held
 // (and ErrNotHeld too if it was lost while the call was under way: Redis
 // may then have renewed a lease that Release frees), ErrInvalidTTL for a
-// ttl outside [1ms, MaxTTL], and otherwise wraps the Redis error (the lock
+// ttl outside [MinTTL, MaxTTL], and otherwise wraps the Redis error (the lock
 // stays held and renewed, valid for the shorter of its old lease and ttl
 // until a renewal confirms it). A renewal of the lock in flight is waited
 // for before the call goes out: calls that set a lease never overlap. If
@@ -284,7 +288,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	if l == nil {
+	if l.none() {
 		return ErrNotHeld
 	}
 	c := l.client
@@ -299,8 +303,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
-	if ttl < time.Millisecond || ttl > MaxTTL {
-		return fmt.Errorf("%w: %v is outside [1ms, %v]", ErrInvalidTTL, ttl, MaxTTL)
+	if ttl < MinTTL || ttl > MaxTTL {
+		return fmt.Errorf("%w: %v is outside [%v, %v]", ErrInvalidTTL, ttl, MinTTL, MaxTTL)
 	}
 	if err := l.beginLeaseCall(ctx); err != nil {
 		if errors.Is(err, ErrNotHeld) {
@@ -415,7 +419,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if ctx == nil {
 		return 0, ErrNilContext
 	}
-	if l == nil {
+	if l.none() {
 		return 0, ErrNotHeld
 	}
 	d, err := detachedFunc(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
@@ -435,7 +439,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // renewal (Redis unreachable), or the Client was closed. It is not closed by
 // Release. The reason is in Err.
 func (l *Lock) Lost() <-chan struct{} {
-	if l == nil {
+	if l.none() {
 		return closedChan
 	}
 	l.mu.Lock()
@@ -453,7 +457,7 @@ func (l *Lock) Lost() <-chan struct{} {
 // reason (matching ErrLost) after it was lost, also when the loss was found
 // by Release.
 func (l *Lock) Err() error {
-	if l == nil {
+	if l.none() {
 		return ErrNotHeld
 	}
 	l.mu.Lock()
@@ -473,7 +477,7 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 		return doneContext(ErrNilContext)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	if l == nil {
+	if l.none() {
 		cancel(ErrNotHeld)
 		return ctx, func() {}
 	}

@@ -171,7 +171,7 @@ func (m *MultiLock) release(ctx context.Context, l *Lock) error {
 
 // Lost returns a channel that is closed when any of the locks is lost.
 func (m *MultiLock) Lost() <-chan struct{} {
-	if m == nil {
+	if m == nil || m.lost == nil { // nil or zero: holds nothing
 		return closedChan
 	}
 	return m.lost

@@ -11,6 +11,9 @@ const (
 	// DefaultTTL is the lease of a lock taken without WithTTL. With renewal on
 	// (the default) it bounds how long a crashed holder blocks others.
 	DefaultTTL = 10 * time.Second
+	// MinTTL is the shortest lease accepted: a lease must outlast the margin
+	// kept for clock drift (1% of it plus 2ms), or no grant could be held.
+	MinTTL = 3 * time.Millisecond
 	// MaxTTL is the longest lease accepted; longer work should rely on renewal.
 	MaxTTL = 24 * time.Hour
 	// MaxKeyLen is the longest lock key accepted, in bytes.
@@ -62,7 +65,7 @@ type lockConfig struct {
 }
 
 // WithTTL sets the lease: how long the lock outlives a holder that stops
-// renewing it. Default DefaultTTL; must be in [1ms, MaxTTL].
+// renewing it. Default DefaultTTL; must be in [MinTTL, MaxTTL].
 func WithTTL(ttl time.Duration) Option {
 	return func(c *lockConfig) { c.ttl = ttl }
 }
@@ -104,8 +107,8 @@ func (cfg *lockConfig) build(opts []Option) error {
 			o(cfg)
 		}
 	}
-	if cfg.ttl < time.Millisecond || cfg.ttl > MaxTTL {
-		return fmt.Errorf("%w: %v is outside [1ms, %v]", ErrInvalidTTL, cfg.ttl, MaxTTL)
+	if cfg.ttl < MinTTL || cfg.ttl > MaxTTL {
+		return fmt.Errorf("%w: %v is outside [%v, %v]", ErrInvalidTTL, cfg.ttl, MinTTL, MaxTTL)
 	}
 	if cfg.ownerSet && (cfg.owner == "" || len(cfg.owner) > MaxKeyLen) {
 		return fmt.Errorf("%w: owner id must be 1 to %d bytes", ErrInvalidOption, MaxKeyLen)

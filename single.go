@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,6 +48,9 @@ type single struct {
 	// pool, 0.82× with a quarter; a quarter of the default pool still allows
 	// some 50,000 acquires/s per Client.
 	slots chan struct{}
+	// reloaded is when the Cluster map was last reloaded (unix ns; see
+	// reloadMap)
+	reloaded atomic.Int64
 }
 
 func (s *single) subscriptions() []redis.UniversalClient { return []redis.UniversalClient{s.rdb} }
@@ -314,6 +318,16 @@ func (s *single) attempt(ctx context.Context, r *request, mode string, again boo
 	case <-ctx.Done():
 		return reply{}, ctx.Err()
 	}
+	if again && ctx.Done() == nil {
+		// A waiter's re-ask under a ctx that never ends (Mutex.Lock's) would
+		// run inline, and on a Redis that hangs only go-redis' timeouts would
+		// end it: Close, the one thing that can end such a wait, must. (Not
+		// for a first attempt: that would cost every Lock a goroutine.)
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(s.c.closedCtx, stop)()
+	}
 	return detached(s.c, ctx, attemptCall{s, r, mode, again, ctx}, runAttempt, undoAttempt)
 }
 
@@ -329,7 +343,36 @@ type attemptCall struct {
 
 func runAttempt(ctx context.Context, a attemptCall) (reply, error) {
 	defer func() { <-a.s.slots }()
-	return a.s.acquire(ctx, a.r, a.mode, a.again)
+	rep, err := a.s.acquire(ctx, a.r, a.mode, a.again)
+	a.s.reloadMap(err)
+	return rep, err
+}
+
+// netFailure reports an error that is neither Redis's reply nor the
+// caller's context ending: the network's, or a dead node's.
+func netFailure(err error) bool {
+	var reply redis.Error
+	return !errors.As(err, &reply) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// reloadMap has go-redis reload its map of a Cluster after a call that
+// failed at the network level, at most every 200 ms: by itself it reloads
+// the map only after a MOVED reply, which a dead master never sends, or
+// every ClusterStateReloadInterval (60 s by default), and until then a
+// failed-over slot's renewals go to the dead master and its locks are lost
+// though their replica took over with them. (A lazy reload: no call waits.)
+func (s *single) reloadMap(err error) {
+	if err == nil || !s.c.cluster {
+		return // (before netFailure, whose errors.As target escapes: no allocation)
+	}
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok || !netFailure(err) {
+		return
+	}
+	now, last := time.Now().UnixNano(), s.reloaded.Load()
+	if now-last >= int64(200*time.Millisecond) && s.reloaded.CompareAndSwap(last, now) {
+		cc.ReloadState(context.Background())
+	}
 }
 
 // undoAttempt undoes what Redis did for an attempt whose caller gave up:
@@ -446,7 +489,13 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 		return s.confirmedHandoff(r, l, l.Extend(ctx, r.cfg.ttl))
 	}
 	l := untrackedLock(s.c, r, fence, start, lease)
-	if time.Until(l.validUntil()) > first/2 && s.ack == (replicaAck{}) {
+	// On a Cluster a grant known only from its notice is confirmed: a
+	// shard's replicas pass SPUBLISH on over the cluster bus, so a
+	// subscription that a failover left on a replica hears notices of
+	// grants that the master, whose count missed it, never made. (Elsewhere
+	// the script keeps the notice off the replication stream.)
+	heardOnly := sent.IsZero() && s.c.cluster
+	if !heardOnly && time.Until(l.validUntil()) > first/2 && s.ack == (replicaAck{}) {
 		s.c.track(l)
 		return l, nil
 	}
@@ -571,6 +620,7 @@ func (s *single) renew(batch []*Lock) []renewResult {
 	}
 	acked := s.ack.enough(wait)
 	for i := range res {
+		s.reloadMap(res[i].err)
 		res[i].start = start
 		if res[i].out == extendUnacked || (res[i].out == extendDone && !acked) {
 			res[i].out = extendUnacked

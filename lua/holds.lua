@@ -39,6 +39,10 @@ local function held(v, token, owner, ttl)
     return {1, tonumber(fence), 1, redis.call('PTTL', KEYS[1])}
   end
   if owner ~= '' and owner_of(t) == owner then
+    if holds_token(holds, token) then
+      -- its own reentry, sent again by the Redis client after a lost answer
+      return {1, tonumber(fence), count_holds(holds)}
+    end
     holds = holds .. ',' .. token
     redis.call('SET', KEYS[1], grant(fence, s, holds, line, t), 'KEEPTTL')
     if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then

@@ -108,7 +108,14 @@ local function offer(pub, client, token, link)
   if link and link ~= '' then
     msg = msg .. ' ' .. link
   end
-  if redis.call(pub, KEYS[1] .. ':to:' .. client, msg) > 0 then
+  -- Not replicated: a replica would pass the notice on to a subscription
+  -- left on it by a failover (a demoted master keeps its pub/sub clients),
+  -- which this count does not see, and its waiter would take a grant that
+  -- was never made.
+  redis.set_repl(redis.REPL_NONE)
+  local heard = redis.call(pub, KEYS[1] .. ':to:' .. client, msg)
+  redis.set_repl(redis.REPL_ALL)
+  if heard > 0 then
     return fence
   end
   return nil

@@ -11,12 +11,19 @@
 local token, ttl, tail, since, want, mode, entry, again = shared_args()
 local now = now_ms()
 local head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], 1e9, prune(now))
--- Only a caller already in line can have been handed a hold.
-local f = again == '1' and own(token)
+local writing = redis.call('EXISTS', KEYS[1]) == 1
+-- A caller in line may have been handed a hold; and any caller's first run
+-- may have taken one, when go-redis sent the script again after a lost
+-- answer (none can be held while nothing is). It leaves the line then: its
+-- first run may have joined it.
+local f = (again == '1' or held > 0 or writing) and own(token)
 if f then
+  if entry ~= '' then
+    redis.call('LREM', KEYS[3], 0, entry)
+  end
   return {1, f, 1, 0}
 end
-if redis.call('EXISTS', KEYS[1]) == 0 and (want == 'r' or held == 0) and (not head or head == entry) then
+if not writing and (want == 'r' or held == 0) and (not head or head == entry) then
   if head then
     redis.call('LPOP', KEYS[3])
   end

@@ -18,9 +18,15 @@ local head
 -- Waiters ahead are served by the limit in use, not the caller's; with
 -- none in use, one at most (see shared_release.lua).
 head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], (have and n or 1) - held, held)
--- Only a caller already in line can have been handed a permit.
-local f = again == '1' and shared_fence(token)
+-- A caller in line may have been handed a permit; and any caller's first
+-- run may have taken one, when go-redis sent the script again after a lost
+-- answer (none can be held while nothing is). It leaves the line then: its
+-- first run may have joined it.
+local f = (again == '1' or held > 0) and shared_fence(token)
 if f then
+  if entry ~= '' then
+    redis.call('LREM', KEYS[3], 0, entry)
+  end
   return {1, f, 1, 0}
 end
 if held < n and (not head or head == entry) then

@@ -47,7 +47,11 @@ local function prune(now)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
   if #gone > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-    redis.call('HDEL', KEYS[5], unpack(gone))
+    -- in slices: Lua's unpack fails past about 8,000 values, and thousands
+    -- of holds can run out together
+    for i = 1, #gone, 1000 do
+      redis.call('HDEL', KEYS[5], unpack(gone, i, math.min(i + 999, #gone)))
+    end
   end
   return n - #gone
 end
@@ -106,6 +110,10 @@ local function handoff_shared(pub, since, claim, link, room, held)
       break
     end
     redis.call('LPOP', KEYS[3])
+    if token and (redis.call('HEXISTS', KEYS[5], token) == 1 or (mode == 'x' and
+        string.find(redis.call('GET', KEYS[1]) or '', ' ' .. token .. ' ', 1, true))) then
+      token = nil -- a copy of a holder's entry (a retried join's): it holds
+    end
     local fence = token and offer(pub, client, token, link)
     if fence then
       local lease = math.min(tonumber(ttl), tonumber(claim))

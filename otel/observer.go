@@ -200,7 +200,9 @@ func outcomeOf(err error, acquire bool) int {
 	switch {
 	case err == nil:
 		return outcomeAcquired
-	case acquire && errors.Is(err, distlock.ErrNotObtained):
+	case acquire && errors.Is(err, distlock.ErrNotObtained) && !errors.Is(err, distlock.ErrClosed):
+		// (A Lock waiting when its Client closed is an error, as a
+		// Lock after Close is, though it also matches ErrNotObtained.)
 		return outcomeNotObtained
 	}
 	return outcomeError

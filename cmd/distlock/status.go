@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/distlock/distlock"
 )
@@ -199,6 +200,11 @@ func query(ctx context.Context, cfg *statusConfig, conn *connection) (infos []di
 	}
 	// Free: a plain lock's waiters are still worth saying.
 	info, err := conn.locks.Inspect(ctx, cfg.pattern)
+	if errors.Is(err, distlock.ErrInvalidKey) {
+		// A name no lock can have here (on a Cluster, one whose key would
+		// have no hash tag): free, not a Redis error.
+		return nil, &distlock.LockInfo{Key: cfg.pattern}, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -328,10 +334,11 @@ func shortDuration(d time.Duration) string {
 }
 
 // printable keeps control characters in names and metadata out of the
-// terminal.
+// terminal, C1 ones too (U+0080–U+009F: many terminals act on CSI and OSC
+// encoded in UTF-8).
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		if unicode.IsControl(r) {
 			return '?'
 		}
 		return r

@@ -1,0 +1,286 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// failoverEdgeAdmin is a short-lived plain client for s.
+func failoverEdgeAdmin(t *testing.T, s *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// failoverEdgeChannels counts the subscribers s has on name's classic
+// pub/sub channels.
+func failoverEdgeChannels(ctx context.Context, c *redis.Client, name string) int64 {
+	chs, _ := c.PubSubChannels(ctx, distlock.DefaultPrefix+"{"+name+"}:*").Result()
+	var total int64
+	for _, ch := range chs {
+		n, _ := c.PubSubNumSub(ctx, ch).Result()
+		total += n[ch]
+	}
+	return total
+}
+
+// failoverEdgeShardSubs counts the subscribers c's server has on name's
+// shard channels.
+func failoverEdgeShardSubs(ctx context.Context, c *redis.Client, name string) int64 {
+	chs, _ := c.Do(ctx, "PUBSUB", "SHARDCHANNELS", distlock.DefaultPrefix+"{"+name+"}:*").StringSlice()
+	var total int64
+	for _, ch := range chs {
+		v, _ := c.Do(ctx, "PUBSUB", "SHARDNUMSUB", ch).Slice()
+		if len(v) == 2 {
+			n, _ := v[1].(int64)
+			total += n
+		}
+	}
+	return total
+}
+
+// failoverEdgeKillAndTakeOver kills master (SIGKILL) and has replica
+// take over its slots at once (CLUSTER FAILOVER TAKEOVER, as an operator
+// does rather than wait for the automatic failover), then waits until every
+// live node reports cluster_state:ok and sees slot on replica.
+func failoverEdgeKillAndTakeOver(t *testing.T, cl *redistest.Cluster, master, replica *redistest.Server, slot int) {
+	t.Helper()
+	master.Kill()
+	ctx := ctxT(t, 60*time.Second)
+	if err := failoverEdgeAdmin(t, replica).Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+		t.Fatalf("CLUSTER FAILOVER TAKEOVER: %v", err)
+	}
+	admins := map[*redistest.Server]*redis.Client{}
+	for _, s := range cl.Nodes {
+		if s.Alive() {
+			admins[s] = failoverEdgeAdmin(t, s)
+		}
+	}
+	waitFor(t, 30*time.Second, "every live node to see the slot on the promoted replica", func() bool {
+		for _, c := range admins {
+			info, _ := c.ClusterInfo(ctx).Result()
+			slots, err := c.ClusterSlots(ctx).Result()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+				return false
+			}
+			found := false
+			for _, r := range slots {
+				if slot >= int(r.Start) && slot <= int(r.End) && len(r.Nodes) > 0 && r.Nodes[0].Addr == replica.Addr {
+					found = true
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// failoverEdgeClusterClient is a distlock Client on its own cluster
+// client, both closed when the test ends.
+func failoverEdgeClusterClient(t *testing.T, cl *redistest.Cluster) (*distlock.Client, *redis.ClusterClient) {
+	t.Helper()
+	cc := cl.Client(t)
+	c := distlock.New(cc)
+	t.Cleanup(func() { c.Close() })
+	return c, cc
+}
+
+// TestFailoverSentinelWaiterTakesNoPhantomGrant: after a coordinated
+// SENTINEL FAILOVER (nothing lost; the old master re-attached as a replica,
+// as Sentinel itself does), a waiter's subscription stays on the old
+// master, now a replica. The release on the new master hands the lock to
+// the waiter: PUBLISH counts nobody there, so the script skips the waiter
+// and frees the lock; but the replica receives the PUBLISH by replication,
+// and the waiter's Client takes it for a grant. Its Lock returns while
+// Redis holds the lock for nobody, and a third Client takes it: two
+// holders.
+func TestFailoverSentinelWaiterTakesNoPhantomGrant(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	ctx := ctxT(t, 60*time.Second)
+	newClient := func() *distlock.Client {
+		c := distlock.New(s.FailoverClient(t))
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	holder, waiter, third := newClient(), newClient(), newClient()
+	const name = "review-failover-sentinel"
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, waiter, name)
+	old := s.Master
+	oldAdmin := failoverEdgeAdmin(t, old)
+	waitFor(t, 5*time.Second, "the waiter subscribed and in line", func() bool {
+		return failoverEdgeChannels(ctx, oldAdmin, name) == 1 &&
+			oldAdmin.LLen(ctx, distlock.DefaultPrefix+"{"+name+"}:line").Val() == 1
+	})
+	nm := s.Failover(t)
+	nmAdmin := failoverEdgeAdmin(t, nm)
+	t.Logf("after SENTINEL FAILOVER %s→%s: the waiter's subscribers on the old master (now a replica) %d, on the new master %d",
+		old.Addr, nm.Addr, failoverEdgeChannels(ctx, oldAdmin, name), failoverEdgeChannels(ctx, nmAdmin, name))
+	released := time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 10*time.Second)
+	t.Logf("waiter's Lock returned %v after the release (fence %d)", r.at.Sub(released), r.l.Fence())
+	info, err := distlock.New(nmAdmin).Inspect(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Owner != r.l.Token() {
+		t.Errorf("the waiter's Lock returned, but the new master holds the lock for %q (fence %d), not for the waiter's token %q",
+			info.Owner, info.Fence, r.l.Token())
+	}
+	if l3, err := third.TryLock(ctx, name); err == nil {
+		t.Errorf("a third Client took the lock (fence %d) while the waiter's Lock (fence %d) counts itself held (Err %v): two holders",
+			l3.Fence(), r.l.Fence(), r.l.Err())
+	} else if !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+}
+
+// TestFailoverClusterRejoinedMasterNoPhantomGrant: a Cluster master
+// is killed and its replica takes over; the killed master is restarted and
+// rejoins as a replica of the new one. The waiter's Client's shard
+// subscription for the old master reconnects to that address and
+// subscribes there again: on a replica, where SSUBSCRIBE is allowed. A
+// release on the new master hands the lock to the waiter: SPUBLISH counts
+// nobody on the master, the script skips the waiter and frees the lock,
+// and the message, propagated to the shard's replica, reaches the waiter,
+// whose Lock returns for a grant Redis never made: a third Client takes
+// the lock too.
+func TestFailoverClusterRejoinedMasterNoPhantomGrant(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	holder, hc := failoverEdgeClusterClient(t, cl)
+	waiter, wc := failoverEdgeClusterClient(t, cl)
+	third, _ := failoverEdgeClusterClient(t, cl)
+	ctx := ctxT(t, 120*time.Second)
+	const name = "review-failover-rejoin"
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	home := cl.MasterOf(t, hash)
+	rep := cl.ReplicasOf(t, home)[0]
+	homeAdmin, repAdmin := failoverEdgeAdmin(t, home), failoverEdgeAdmin(t, rep)
+	// The waiter's Client subscribes on the lock's master.
+	first, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, waiter, name)
+	waitFor(t, 5*time.Second, "the waiter subscribed and in line", func() bool {
+		return failoverEdgeShardSubs(ctx, homeAdmin, name) == 1 && homeAdmin.LLen(ctx, hash+":line").Val() == 1
+	})
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, got, 5*time.Second).l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
+	// go-redis refreshes its map of the Cluster on its own within 10 s;
+	// done at once here, so that only distlock's behaviour is measured.
+	hc.ReloadState(ctx)
+	wc.ReloadState(ctx)
+	home.Restart(t)
+	waitFor(t, 30*time.Second, "the killed master to rejoin as a replica of the new one", func() bool {
+		info, _ := homeAdmin.Info(ctx, "replication").Result()
+		return strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up")
+	})
+
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = acquireAsync(ctx, waiter, name)
+	waitFor(t, 10*time.Second, "the waiter in line on the new master and subscribed somewhere", func() bool {
+		return repAdmin.LLen(ctx, hash+":line").Val() == 1 &&
+			failoverEdgeShardSubs(ctx, homeAdmin, name)+failoverEdgeShardSubs(ctx, repAdmin, name) > 0
+	})
+	t.Logf("the waiter's shard subscribers: on the rejoined replica %s %d, on the new master %s %d",
+		home.Addr, failoverEdgeShardSubs(ctx, homeAdmin, name), rep.Addr, failoverEdgeShardSubs(ctx, repAdmin, name))
+	released := time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 10*time.Second)
+	t.Logf("waiter's Lock returned %v after the release (fence %d)", r.at.Sub(released), r.l.Fence())
+	info, err := third.Inspect(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Owner != r.l.Token() {
+		t.Errorf("the waiter's Lock returned, but the new master holds the lock for %q (fence %d), not for the waiter's token %q",
+			info.Owner, info.Fence, r.l.Token())
+	}
+	if l3, err := third.TryLock(ctx, name); err == nil {
+		t.Errorf("a third Client took the lock (fence %d) while the waiter's Lock (fence %d) counts itself held (Err %v): two holders",
+			l3.Fence(), r.l.Fence(), r.l.Err())
+	} else if !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+}
+
+// TestFailoverClusterKilledMasterKeepsReplicatedLock: a lock whose
+// grant its master's replica already has, the master killed and the
+// replica taking over within milliseconds. docs/deployments.md: Redis
+// Cluster "Survives: loss of a master *only* for locks already
+// replicated". The holder's Client keeps sending the renewals to the dead
+// address: go-redis reloads its map of the Cluster on a MOVED (which a
+// dead node never answers) or every ClusterStateReloadInterval (60 s by
+// default), and distlock never asks it to, so the lock is declared lost at
+// its validity deadline while the new master holds it.
+func TestFailoverClusterKilledMasterKeepsReplicatedLock(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	holder, _ := failoverEdgeClusterClient(t, cl)
+	ctx := ctxT(t, 90*time.Second)
+	const name = "review-failover-renew"
+	const ttl = 9 * time.Second
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	home := cl.MasterOf(t, hash)
+	rep := cl.ReplicasOf(t, home)[0]
+	homeAdmin, repAdmin := failoverEdgeAdmin(t, home), failoverEdgeAdmin(t, rep)
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the replica to have the grant", func() bool {
+		m, _ := homeAdmin.Info(ctx, "replication").Result()
+		r, _ := repAdmin.Info(ctx, "replication").Result()
+		off := func(info, field string) string {
+			for _, line := range strings.Split(info, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+					return v
+				}
+			}
+			return "?"
+		}
+		return off(m, "master_repl_offset") != "?" && off(m, "master_repl_offset") == off(r, "slave_repl_offset")
+	})
+	killed := time.Now()
+	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
+	t.Logf("the replica took over %v after the kill", time.Since(killed))
+	pttl := func() time.Duration {
+		ro := redis.NewClient(&redis.Options{Addr: rep.Addr, DialTimeout: time.Second, MaxRetries: -1})
+		defer ro.Close()
+		return ro.PTTL(ctx, hash).Val()
+	}
+	t.Logf("the new master has the lock, lease left %v", pttl())
+	select {
+	case <-l.Lost():
+		t.Errorf("the replicated lock was lost %v after its master was killed (the replica took over at once; the new master's lease left: %v): %v",
+			time.Since(killed), pttl(), l.Err())
+	case <-time.After(2 * ttl):
+		t.Logf("held %v after the kill; the new master's lease left: %v", 2*ttl, pttl())
+	}
+}
