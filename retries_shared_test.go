@@ -275,40 +275,9 @@ func TestRetriedSemaphoreFirstJoinHandedBetweenRuns(t *testing.T) {
 				t.Error(err)
 			}
 		})
-	wl := retriedAwaitLock(t, got)
-	defer wl.Release(ctx)
-	stale := lineEntriesOf(ctx, rdb, names.line, w.id)
-	t.Logf("w holds fence %d; %d entries of w's Client in line %q", wl.Fence(), stale, rdb.LRange(ctx, names.line, 0, -1).Val())
-	// w's renewal makes its permit's lease its TTL (30 s).
-	if !settleWithin(15*time.Second, func() bool { return retriedShareLeft(ctx, rdb, names, wl.token) > 10*time.Second }) {
-		t.Fatalf("w's permit was not renewed: lease left %v", retriedShareLeft(ctx, rdb, names, wl.token))
-	}
-	if err := a2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("after the other holder's release, w's permit has %v left in Redis; w's Lock counts itself valid for %v",
-		retriedShareLeft(ctx, rdb, names, wl.token), time.Until(wl.validUntil()).Round(time.Millisecond))
-	// Another client takes every permit it can for 8 s (the 2 s lease, and
-	// a loaded machine's slack), well inside w's renewal period (10 s).
-	xs, _ := x.NewSemaphore("s", 2)
-	var taken []*Lock
-	defer func() {
-		for _, l := range taken {
-			_ = l.Release(ctx)
-		}
-	}()
-	settleWithin(8*time.Second, func() bool {
-		if l, err := xs.TryAcquire(ctx, WithTTL(time.Minute)); err == nil {
-			taken = append(taken, l)
-		}
-		return len(taken) == 2
-	})
-	if len(taken) == 2 && retriedStillBelieved(wl) {
-		t.Fatalf("a 2-permit semaphore has 3 holders: another client took 2 permits (fences %d, %d) while w's permit (fence %d, "+
-			"handed over between the two runs of its first join) is held by its own account (Err nil, Lost open, valid for %v more); "+
-			"w's stale line entry was handed a permit with the 2 s handoff lease, which replaced w's renewed lease (%d stale entries)",
-			taken[0].Fence(), taken[1].Fence(), wl.Fence(), time.Until(wl.validUntil()).Round(time.Millisecond), stale)
-	}
+	retriedPermitOutlivesHandoff(t, ctx, rdb, names, w, x, retriedAwaitLock(t, got), a2,
+		"handed over between the two runs of its first join",
+		"w's stale line entry was handed a permit with the 2 s handoff lease, which replaced w's renewed lease")
 }
 
 // TestRetriedReaderFirstJoinHandedBetweenRuns: the RWMutex doc,
@@ -441,38 +410,9 @@ func TestRetriedAcquireRetriedTryLeavesNoEntry(t *testing.T) {
 		got <- retriedResult{l, err}
 	}()
 	retriedLoseAnswer(t, p, func() bool { return rdb.ZCard(ctx, names.keys[3]).Val() == 2 }, nil)
-	wl := retriedAwaitLock(t, got)
-	defer wl.Release(ctx)
-	stale := lineEntriesOf(ctx, rdb, names.line, w.id)
-	t.Logf("w holds fence %d; %d entries of w's Client in line %q", wl.Fence(), stale, rdb.LRange(ctx, names.line, 0, -1).Val())
-	if !settleWithin(15*time.Second, func() bool { return retriedShareLeft(ctx, rdb, names, wl.token) > 10*time.Second }) {
-		t.Fatalf("w's permit was not renewed: lease left %v", retriedShareLeft(ctx, rdb, names, wl.token))
-	}
-	if err := a1.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("after the other holder's release, w's permit has %v left in Redis; w's Lock counts itself valid for %v",
-		retriedShareLeft(ctx, rdb, names, wl.token), time.Until(wl.validUntil()).Round(time.Millisecond))
-	xs, _ := x.NewSemaphore("s", 2)
-	var taken []*Lock
-	defer func() {
-		for _, l := range taken {
-			_ = l.Release(ctx)
-		}
-	}()
-	settleWithin(8*time.Second, func() bool {
-		if l, err := xs.TryAcquire(ctx, WithTTL(time.Minute)); err == nil {
-			taken = append(taken, l)
-		}
-		return len(taken) == 2
-	})
-	if len(taken) == 2 && retriedStillBelieved(wl) {
-		t.Fatalf("a 2-permit semaphore has 3 holders: another client took 2 permits (fences %d, %d) while w's permit (fence %d, "+
-			"whose first try's answer was lost to a reset) is held by its own account (Err nil, Lost open, valid for %v more); "+
-			"w's line entry, left behind when its re-ask found its own permit (%d stale entries), was handed a permit with the "+
-			"2 s handoff lease, which replaced w's renewed lease",
-			taken[0].Fence(), taken[1].Fence(), wl.Fence(), time.Until(wl.validUntil()).Round(time.Millisecond), stale)
-	}
+	retriedPermitOutlivesHandoff(t, ctx, rdb, names, w, x, retriedAwaitLock(t, got), a1,
+		"whose first try's answer was lost to a reset",
+		"w's line entry, left behind when its re-ask found its own permit, was handed a permit with the 2 s handoff lease, which replaced w's renewed lease")
 }
 
 // TestRetriedReentryRetriedAddsOneHold: README, "Reentrancy.
@@ -527,5 +467,45 @@ func TestRetriedReentryRetriedAddsOneHold(t *testing.T) {
 			rdb.Get(ctx, lock).Val(), rdb.PTTL(ctx, lock).Val().Round(time.Second), err)
 	} else {
 		_ = xl.Release(ctx)
+	}
+}
+
+// retriedPermitOutlivesHandoff checks w's permit wl of the 2-permit
+// semaphore "s": once renewed, and after other, the other holder, is
+// released, another client (x) must not get both permits while wl counts
+// itself held. how says how wl was granted, stale what went wrong if it did.
+func retriedPermitOutlivesHandoff(t *testing.T, ctx context.Context, rdb *redis.Client, names keyNames, w, x *Client, wl, other *Lock, how, stale string) {
+	t.Helper()
+	defer wl.Release(ctx)
+	entries := lineEntriesOf(ctx, rdb, names.line, w.id)
+	t.Logf("w holds fence %d; %d entries of w's Client in line %q", wl.Fence(), entries, rdb.LRange(ctx, names.line, 0, -1).Val())
+	// w's renewal makes its permit's lease its TTL (30 s).
+	if !settleWithin(15*time.Second, func() bool { return retriedShareLeft(ctx, rdb, names, wl.token) > 10*time.Second }) {
+		t.Fatalf("w's permit was not renewed: lease left %v", retriedShareLeft(ctx, rdb, names, wl.token))
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after the other holder's release, w's permit has %v left in Redis; w's Lock counts itself valid for %v",
+		retriedShareLeft(ctx, rdb, names, wl.token), time.Until(wl.validUntil()).Round(time.Millisecond))
+	// Another client takes every permit it can for 8 s (the 2 s lease, and
+	// a loaded machine's slack), well inside w's renewal period (10 s).
+	xs, _ := x.NewSemaphore("s", 2)
+	var taken []*Lock
+	defer func() {
+		for _, l := range taken {
+			_ = l.Release(ctx)
+		}
+	}()
+	settleWithin(8*time.Second, func() bool {
+		if l, err := xs.TryAcquire(ctx, WithTTL(time.Minute)); err == nil {
+			taken = append(taken, l)
+		}
+		return len(taken) == 2
+	})
+	if len(taken) == 2 && retriedStillBelieved(wl) {
+		t.Fatalf("a 2-permit semaphore has 3 holders: another client took 2 permits (fences %d, %d) while w's permit (fence %d, %s) "+
+			"is held by its own account (Err nil, Lost open, valid for %v more); %s (%d stale entries)",
+			taken[0].Fence(), taken[1].Fence(), wl.Fence(), how, time.Until(wl.validUntil()).Round(time.Millisecond), stale, entries)
 	}
 }
