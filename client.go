@@ -40,12 +40,11 @@ type Client struct {
 	// counterScripts)
 	counted *counterScripts
 
-	closed  atomic.Bool
-	closing <-chan struct{} // closed by Close: wakes waiting Lock calls
-	// closeNow closes closing; closedCtx is done then, for calls that only
-	// Close can end (see single.attempt)
-	closeNow  context.CancelFunc
+	closed atomic.Bool
+	// closedCtx ends when Close is called: it wakes waiting Lock calls, and
+	// ends calls that only Close can end (see single.attempt)
 	closedCtx context.Context
+	closeNow  context.CancelFunc
 	bg        jobs // background goroutines: Close waits for them
 
 	mu       sync.Mutex
@@ -90,7 +89,6 @@ func newClient(cfg clientConfig) *Client {
 		prefix:    cfg.prefix,
 		id:        newToken()[:11],
 		counter:   nodeCounter(cfg.prefix),
-		closing:   closed.Done(),
 		closeNow:  closeNow,
 		closedCtx: closed,
 	}

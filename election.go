@@ -190,7 +190,7 @@ func (e *Election) observe(ctx context.Context, n *notifier, w *waiter, out chan
 				case out <- now:
 				case <-ctx.Done():
 					return
-				case <-e.c.closing:
+				case <-e.c.closedCtx.Done():
 					return
 				}
 				last, sent = now, true

@@ -390,7 +390,7 @@ func (c *Client) park(ctx context.Context, w *waiter, wait time.Duration) (hando
 		return h, nil
 	case <-w.wake:
 	case <-timeout:
-	case <-c.closing:
+	case <-c.closedCtx.Done():
 		return handoff{}, ErrClosed
 	case <-ctx.Done():
 		return handoff{}, ctx.Err()

@@ -8,7 +8,6 @@ package distlock
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -30,11 +29,7 @@ const retriedLatency = 400 * time.Millisecond
 func retriedProxied(t *testing.T, ctx context.Context, srv *redistest.Server) (*Client, *faultproxy.Proxy) {
 	t.Helper()
 	p := faultproxy.Start(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true,
-		Dialer: func(dctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(dctx, network, addr)
-		}})
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 	c := New(rdb)
 	t.Cleanup(func() {
 		c.Close()
