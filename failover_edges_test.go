@@ -274,3 +274,142 @@ func failoverEdgeNoPhantom(t *testing.T, ctx context.Context, l *distlock.Lock, 
 		t.Fatal(err)
 	}
 }
+
+// TestFailoverClusterKilledMasterWaiterKeepsItsTurn: a Cluster master is
+// killed and its replica takes over. The waiter's Client had the lock's
+// shard channel subscribed on the dead master; a killed master ends no
+// subscription, so the Client must move the channel to the new master on
+// its own. Until it does, every handoff skips the waiter (nobody hears it
+// there) and a fair waiter loses its turn to one that lined up after it.
+func TestFailoverClusterKilledMasterWaiterKeepsItsTurn(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	holder, hc := failoverEdgeClusterClient(t, cl)
+	first, fc := failoverEdgeClusterClient(t, cl)
+	second, sc := failoverEdgeClusterClient(t, cl)
+	ctx := ctxT(t, 120*time.Second)
+	const name = "failover-killed-turn"
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	home := cl.MasterOf(t, hash)
+	rep := cl.ReplicasOf(t, home)[0]
+	homeAdmin, repAdmin := failoverEdgeAdmin(t, home), failoverEdgeAdmin(t, rep)
+	// first's Client subscribes on the lock's master by waiting once.
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, first, name)
+	waitFor(t, 5*time.Second, "first subscribed on the master and in line", func() bool {
+		return failoverEdgeShardSubs(ctx, homeAdmin, name) == 1 && homeAdmin.LLen(ctx, hash+":line").Val() == 1
+	})
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, got, 5*time.Second).l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
+	// go-redis refreshes its map of the Cluster on its own within a minute;
+	// done at once here for the commands, so that only the subscription is
+	// left to distlock.
+	for _, c := range []*redis.ClusterClient{hc, fc, sc} {
+		c.ReloadState(ctx)
+	}
+	if l, err = holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got1 := acquireAsync(ctx, first, name, distlock.WithFair())
+	waitFor(t, 10*time.Second, "first in line on the new master, its channel subscribed there", func() bool {
+		return repAdmin.LLen(ctx, hash+":line").Val() == 1 && failoverEdgeShardSubs(ctx, repAdmin, name) == 1
+	})
+	got2 := acquireAsync(ctx, second, name, distlock.WithFair())
+	waitFor(t, 10*time.Second, "second in line behind first", func() bool {
+		return repAdmin.LLen(ctx, hash+":line").Val() == 2
+	})
+	released := time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got1:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		t.Logf("first got the lock %v after the release", r.at.Sub(released))
+		if err := r.l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, got2, 10*time.Second)
+	case r := <-got2:
+		t.Errorf("second, which lined up after first, got the lock first (%v after the release, err %v)", r.at.Sub(released), r.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no waiter got the lock within 10s of its release")
+	}
+}
+
+// TestFailoverSentinelWaiterFollowsTheMaster: after a coordinated
+// SENTINEL FAILOVER the waiter's subscription stays on the old master, now
+// a replica, where nobody publishes: the first handoff skips it, and its
+// next ask finds itself gone from the line. Its Client then subscribes
+// again, on the new master, and later handoffs reach it at once.
+func TestFailoverSentinelWaiterFollowsTheMaster(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	ctx := ctxT(t, 90*time.Second)
+	rec := &recorder{}
+	newClient := func(opts ...distlock.ClientOption) *distlock.Client {
+		c := distlock.New(s.FailoverClient(t), opts...)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	holder, waiter := newClient(), newClient(distlock.WithObserver(rec))
+	const name = "failover-sentinel-follow"
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, waiter, name)
+	old := s.Master
+	oldAdmin := failoverEdgeAdmin(t, old)
+	waitFor(t, 5*time.Second, "the waiter subscribed and in line", func() bool {
+		return failoverEdgeChannels(ctx, oldAdmin, name) == 1 &&
+			oldAdmin.LLen(ctx, distlock.DefaultPrefix+"{"+name+"}:line").Val() == 1
+	})
+	nm := s.Failover(t)
+	nmAdmin := failoverEdgeAdmin(t, nm)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 10*time.Second)
+	waitFor(t, 10*time.Second, "the waiter's channel subscribed on the new master", func() bool {
+		return failoverEdgeChannels(ctx, nmAdmin, name) == 1
+	})
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Now a handoff reaches the waiter by its notice, not by its once-a-
+	// second ask: its Lock returns before the holder's ask would have.
+	for i := 0; i < 3; i++ {
+		l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := acquireAsync(ctx, waiter, name)
+		waitFor(t, 5*time.Second, "the waiter in line", func() bool {
+			return nmAdmin.LLen(ctx, distlock.DefaultPrefix+"{"+name+"}:line").Val() == 1
+		})
+		released := time.Now()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := recv(t, got, 10*time.Second)
+		// Unheard, the handoff would skip the waiter and free the lock, and
+		// the waiter's next ask would take it free (HowAfterWait).
+		e, ok := rec.find(distlock.EventAcquire, func(e distlock.Event) bool { return e.Fence == r.l.Fence() })
+		if !ok || e.How != distlock.HowHandedOver {
+			t.Errorf("acquisition %d after the failover (%v after the release) came %+v, not by a handoff", i, r.at.Sub(released), e)
+		}
+		if err := r.l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

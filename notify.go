@@ -317,6 +317,30 @@ func (n *notifier) disconnected(ps *redis.PubSub) {
 	}
 }
 
+// channels lists the channels the notifier keeps subscribed.
+func (n *notifier) channels() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]string, 0, len(n.chans))
+	for ch := range n.chans {
+		out = append(out, ch)
+	}
+	return out
+}
+
+// rehome is told by a waiter on channel that a handoff passed it over:
+// asking again, it found itself gone from the line (or the line gone),
+// so that a release found nobody listening on its channel. After a
+// failover that did not kill the old master, the subscription can be left
+// there, listening to a replica: it is moved to the master (remake;
+// applySharded on a Cluster). Only a single-deployment Client has Redis
+// lines; a quorum's waiters wait in a local one.
+func (n *notifier) rehome(channel string) {
+	if len(n.subs) == 1 {
+		n.subs[0].enqueue(subOp{channel: channel, on: true, rehome: true, passedOver: true})
+	}
+}
+
 // pruneLocked unsubscribes the longest-idle channels beyond maxIdleChannels.
 func (n *notifier) pruneLocked() {
 	for n.idle > maxIdleChannels {

@@ -70,6 +70,9 @@ type reply struct {
 	// this one was made before the attempt ran, and its grant had ended by
 	// then (0: the script does not tell)
 	ended int64
+	// passedOver: a re-ask that did not find the caller in line; a handoff
+	// passed it over, as nobody heard its Client (see notifier.rehome)
+	passedOver bool
 }
 
 func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
@@ -80,7 +83,8 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 	q.start(ctx)
 	defer q.leave()
 	for {
-		if err := q.heard(ctx); err != nil {
+		parked, err := q.heard(ctx)
+		if err != nil {
 			return nil, err
 		}
 		l, waitFor, done, err := q.ask(ctx)
@@ -90,7 +94,9 @@ func (s *single) lock(ctx context.Context, r *request) (*Lock, error) {
 		if waitFor < 0 {
 			continue // asked in try mode: ask again, lining up
 		}
-		if l, done, err := q.wait(ctx, waitFor); done {
+		// A wait for the subscription counts against the wait for the next
+		// ask: a waiter nobody hears still asks every lineRefresh.
+		if l, done, err := q.wait(ctx, max(waitFor-parked, 0)); done {
 			return l, err
 		}
 	}
@@ -146,29 +152,31 @@ func (q *call) lineUp(ctx context.Context) {
 }
 
 // heard makes sure that a call about to line up is heard: a handoff skips
-// a client nobody hears.
-func (q *call) heard(ctx context.Context) error {
+// a client nobody hears. It returns how long it waited for that.
+func (q *call) heard(ctx context.Context) (time.Duration, error) {
 	if q.mode == modeTry {
-		return nil
+		return 0, nil
 	}
 	if q.w == nil {
 		if q.n = q.s.c.ensureNotifier(); q.n == nil {
-			return notObtained(q.r.key, ErrClosed)
+			return 0, notObtained(q.r.key, ErrClosed)
 		}
 		q.w = q.n.join(q.inbox, q.r.hold())
 	}
-	if !q.n.isLive(q.w) {
-		// Not past the holder's lease, though: a crashed holder's lock is
-		// free then, and asking takes it whether anyone hears the call.
-		wait := liveWait
-		if !q.freeAt.IsZero() {
-			wait = max(min(wait, time.Until(q.freeAt)), 0)
-		}
-		if _, err := q.s.c.park(ctx, q.w, wait); err != nil {
-			return q.s.gaveUp(q.r, err, q.again, q.lastErr)
-		}
+	if q.n.isLive(q.w) {
+		return 0, nil
 	}
-	return nil
+	// Not past the holder's lease, though: a crashed holder's lock is free
+	// then, and asking takes it whether anyone hears the call.
+	wait := liveWait
+	if !q.freeAt.IsZero() {
+		wait = max(min(wait, time.Until(q.freeAt)), 0)
+	}
+	start := time.Now()
+	if _, err := q.s.c.park(ctx, q.w, wait); err != nil {
+		return 0, q.s.gaveUp(q.r, err, q.again, q.lastErr)
+	}
+	return time.Since(start), nil
 }
 
 // ask runs one attempt. It returns done with the call's result, or how long
@@ -177,6 +185,9 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	s, r := q.s, q.r
 	sent := time.Now()
 	rep, err := s.attempt(ctx, r, q.mode, q.again)
+	if rep.passedOver && q.n != nil {
+		q.n.rehome(q.inbox)
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Gave up while the call was out: its late answer is undone
@@ -403,6 +414,7 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 		if len(res) > 2 {
 			rep.ended = res[2]
 		}
+		rep.passedOver = len(res) > 3 && res[3] == 1
 		return rep, nil
 	}
 	if !acked {
@@ -411,7 +423,7 @@ func (s *single) acquire(ctx context.Context, r *request, mode string, again boo
 		_ = runRelease(ctx, s.rdb, r.hold(), s.pubArg, r.entry, r.kind.announce).Err()
 		return reply{}, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
 	}
-	rep := reply{granted: true, fence: res[1]}
+	rep := reply{granted: true, fence: res[1], passedOver: res[0] == 2}
 	if len(res) > 3 {
 		rep.handed, rep.left = true, time.Duration(max(res[3], 0))*time.Millisecond
 	}

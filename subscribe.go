@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -24,14 +25,16 @@ type subscriber struct {
 	rdb     redis.UniversalClient
 	cluster *redis.ClusterClient // set on a Cluster
 
-	mu   sync.Mutex
-	ops  []subOp
-	kick chan struct{}
+	mu      sync.Mutex
+	ops     []subOp
+	kick    chan struct{}
+	retired map[*redis.PubSub]bool // closed by run: their listeners end
 
 	// owned by run
-	ps     *redis.PubSub            // not a Cluster: the one subscription
-	shards map[string]*redis.PubSub // Cluster: master address -> its subscription
-	where  map[string]*redis.PubSub // Cluster: channel -> the subscription it is on
+	ps       *redis.PubSub            // not a Cluster: the one subscription
+	remadeAt time.Time                // not a Cluster: when ps was last made anew
+	shards   map[string]*redis.PubSub // Cluster: master address -> its subscription
+	where    map[string]*redis.PubSub // Cluster: channel -> the subscription it is on
 }
 
 type subOp struct {
@@ -40,6 +43,13 @@ type subOp struct {
 	// moved counts the tries to subscribe a channel again that its node
 	// ended (its slot moved), 0 for a channel asked for by a waiter.
 	moved int
+	// rehome: the channel's subscription may be on a node that is no
+	// longer its master; tried once, the caller asks again. passedOver:
+	// because a handoff passed a waiter over (notifier.rehome).
+	rehome, passedOver bool
+	// broken, with no channel: a Cluster subscription whose connection
+	// failed; its channels are rehomed.
+	broken *redis.PubSub
 }
 
 // movedTries bounds how often, movedRetry apart, a channel whose slot moved
@@ -51,7 +61,7 @@ const (
 )
 
 func newSubscriber(n *notifier, rdb redis.UniversalClient) *subscriber {
-	s := &subscriber{n: n, rdb: rdb, kick: make(chan struct{}, 1),
+	s := &subscriber{n: n, rdb: rdb, kick: make(chan struct{}, 1), retired: map[*redis.PubSub]bool{},
 		shards: map[string]*redis.PubSub{}, where: map[string]*redis.PubSub{}}
 	s.cluster, _ = rdb.(*redis.ClusterClient)
 	n.wg.Add(1)
@@ -85,9 +95,14 @@ func (s *subscriber) run() {
 		s.ops = nil
 		s.mu.Unlock()
 		for _, op := range ops {
-			if s.cluster != nil {
+			switch {
+			case op.broken != nil:
+				s.rehomeAll(op.broken)
+			case s.cluster != nil:
 				s.applySharded(op)
-			} else {
+			case op.rehome:
+				s.remake()
+			default:
 				s.apply(op)
 			}
 		}
@@ -106,6 +121,55 @@ func (s *subscriber) apply(op subOp) {
 		_ = s.ps.Subscribe(ctx, op.channel)
 	} else {
 		_ = s.ps.Unsubscribe(ctx, op.channel)
+	}
+}
+
+// errPassedOver is the Err of the EventResubscribed of a subscription
+// moved because a handoff passed one of its waiters over.
+var errPassedOver = errors.New("distlock: a handoff passed a waiter over, as nobody heard its Client: subscribing again on the master")
+
+// rehomeEvery bounds how often a subscription that is not on a Cluster is
+// made anew (remake) because handoffs went unheard.
+const rehomeEvery = time.Second
+
+// remake replaces the one subscription, which handoffs do not reach: its
+// node is no longer the master. A Sentinel-managed master that was demoted
+// without being killed (a SENTINEL FAILOVER, or a restart in time to come
+// back before its failover ended) keeps its pub/sub clients as a replica,
+// and go-redis, which moves its pooled connections at a failover, leaves
+// a PubSub where it is. The new one is dialled the way every connection
+// is, to the master Sentinel names now. Its waiters are woken to ask Redis
+// once the channels are confirmed again.
+func (s *subscriber) remake() {
+	if s.ps == nil || time.Since(s.remadeAt) < rehomeEvery {
+		return
+	}
+	s.remadeAt = time.Now()
+	s.n.c.observe(context.Background(), Event{Kind: EventResubscribed, Err: errPassedOver})
+	old := s.ps
+	s.retire(old)
+	s.n.disconnected(old)
+	s.ps = s.rdb.Subscribe(s.n.ctx)
+	s.listen(s.ps)
+	if chans := s.n.channels(); len(chans) > 0 {
+		_ = s.ps.Subscribe(s.n.ctx, chans...)
+	}
+}
+
+// rehomeAll rehomes every channel on ps, a Cluster subscription whose
+// connection failed: a master that was killed ends none of them, and
+// go-redis would redial its address for as long as the Client lives. Its
+// listener asks again on every failure, at least once a second, until
+// they are all moved and ps is closed.
+func (s *subscriber) rehomeAll(ps *redis.PubSub) {
+	var chans []string
+	for ch, p := range s.where {
+		if p == ps {
+			chans = append(chans, ch)
+		}
+	}
+	for _, ch := range chans {
+		s.applySharded(subOp{channel: ch, on: true, rehome: true})
 	}
 }
 
@@ -128,13 +192,14 @@ func (s *subscriber) applySharded(op subOp) {
 	}
 	addr := node.Options().Addr
 	ps := s.shards[addr]
-	if op.moved > 0 && ps != nil && ps == old {
-		// Its node ended the subscription, the slot moved, but the map of
-		// the Cluster still names that node, which would answer MOVED: the
-		// map is reloaded, and the channel tried again shortly.
+	if (op.moved > 0 || op.rehome) && ps != nil && ps == old {
+		// Its node ended the subscription, the slot moved (or it failed,
+		// or handoffs went unheard), but the map of the Cluster still names
+		// that node: the map is reloaded, and the channel tried again
+		// shortly (a rehome when its caller asks again).
 		s.where[op.channel] = old
 		s.cluster.ReloadState(ctx)
-		if op.moved < movedTries {
+		if op.moved > 0 && op.moved < movedTries {
 			op.moved++
 			time.AfterFunc(movedRetry, func() {
 				if s.n.wanted(op.channel) { // (not pruned meanwhile)
@@ -150,10 +215,52 @@ func (s *subscriber) applySharded(op subOp) {
 		s.listen(ps)
 	}
 	if old != nil && old != ps {
+		if op.passedOver {
+			s.n.c.observe(context.Background(), Event{Kind: EventResubscribed, Err: errPassedOver})
+		}
 		_ = old.SUnsubscribe(ctx, op.channel)
+		s.closeIfUnused(old)
 	}
 	s.where[op.channel] = ps
 	_ = ps.SSubscribe(ctx, op.channel)
+}
+
+// closeIfUnused closes ps, a Cluster subscription, once no channel is on
+// it: one left on a node that is no longer a master (killed, or demoted)
+// would redial it, or listen there, for as long as the Client lives.
+func (s *subscriber) closeIfUnused(ps *redis.PubSub) {
+	for _, p := range s.where {
+		if p == ps {
+			return
+		}
+	}
+	for addr, p := range s.shards {
+		if p == ps {
+			delete(s.shards, addr)
+		}
+	}
+	s.retire(ps)
+}
+
+// retire closes ps, whose listener then ends: the read it may be blocked
+// in fails with the connection, not with redis.ErrClosed.
+func (s *subscriber) retire(ps *redis.PubSub) {
+	s.mu.Lock()
+	s.retired[ps] = true
+	s.mu.Unlock()
+	_ = ps.Close()
+}
+
+// ended reports whether ps was retired, and forgets it: its listener
+// calls it once, as it ends.
+func (s *subscriber) ended(ps *redis.PubSub) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.retired[ps] {
+		return false
+	}
+	delete(s.retired, ps)
+	return true
 }
 
 func (s *subscriber) closeAll() {
@@ -179,8 +286,11 @@ func (s *subscriber) listen(ps *redis.PubSub) {
 		for {
 			msg, err := ps.Receive(n.ctx)
 			if err != nil {
-				if n.ctx.Err() != nil {
-					return
+				if n.ctx.Err() != nil || s.ended(ps) {
+					return // (retired: made anew, or its channels moved)
+				}
+				if s.cluster != nil {
+					s.enqueue(subOp{broken: ps})
 				}
 				broken = true
 				if backoff == time.Millisecond { // the first failure since an answer

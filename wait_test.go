@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -572,5 +575,67 @@ func TestCrashedHolderTakenAtExpiryWhileUnsubscribed(t *testing.T) {
 	t.Logf("taken %v after the holder's lease ended", late)
 	if late > 400*time.Millisecond {
 		t.Fatalf("a crashed holder's lock (lease %v) was taken %v after its lease ended; want within milliseconds (bound 400ms): the waiter parked for its subscription, not for the lease", lease, late)
+	}
+}
+
+// TestUnheardWaiterAsksEverySecond: a waiter whose subscription is never
+// confirmed (here its user may not subscribe: ACL resetchannels) is passed
+// over by every handoff, so its own asks are all it has; it must still ask
+// every lineRefresh (1 s), not wait for the subscription for a second and
+// then for its next ask for another. Asks are told by the server's count
+// of script calls: the holder, on a 30 s lease, sends nothing meanwhile.
+func TestUnheardWaiterAsksEverySecond(t *testing.T) {
+	const lineRefresh = time.Second // single.go
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := ctxT(t, 30*time.Second)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "deaf", "on", ">pw", "~*", "+@all", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	holder := distlock.New(srv.Client(t))
+	defer holder.Close()
+	deafRdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "deaf", Password: "pw"})
+	defer deafRdb.Close()
+	waiter := distlock.New(deafRdb)
+	defer waiter.Close()
+	if _, err := holder.TryLock(ctx, "unheard", distlock.WithTTL(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() int64 {
+		info := admin.Info(ctx, "commandstats").Val()
+		var n int64
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if _, rest, ok := strings.Cut(info, cmd); ok {
+				v, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				n += v
+			}
+		}
+		return n
+	}
+	wctx, cancel := context.WithTimeout(ctx, 7*time.Second)
+	defer cancel()
+	got := acquireAsync(wctx, waiter, "unheard")
+	var asks []time.Time
+	last := calls()
+	for len(got) == 0 {
+		if n := calls(); n != last {
+			asks, last = append(asks, time.Now()), n
+		}
+		time.Sleep(10 * time.Millisecond) // polling Redis's counters
+	}
+	if r := <-got; !errors.Is(r.err, distlock.ErrNotObtained) {
+		t.Fatalf("the waiter's Lock: %v, want ErrNotObtained at its deadline", r.err)
+	}
+	var gaps []time.Duration
+	for i := 2; i < len(asks); i++ { // from its second ask on: it is in line
+		gaps = append(gaps, asks[i].Sub(asks[i-1]))
+	}
+	if len(gaps) < 3 {
+		t.Fatalf("an unheard waiter asked %d times in 7 s, want about once every %v", len(asks), lineRefresh)
+	}
+	t.Logf("gaps between asks: %v", gaps)
+	slices.Sort(gaps)
+	if median := gaps[len(gaps)/2]; median > lineRefresh*3/2 {
+		t.Errorf("an unheard waiter asked every %v (median of %v), want about every %v", median, gaps, lineRefresh)
 	}
 }

@@ -15,14 +15,18 @@
 -- ARGV[10] linettl how long the line lives without a re-ask, ms
 -- ARGV[11] claim  first lease of a handoff in fair mode, ms
 -- ARGV[12] notify "1": publish "a" on "<lock>:released" when granted
--- returns the fence of a new grant (a bare integer, as try.lua), {1, fence,
+-- returns the fence of a new grant (a bare integer, as try.lua; {2, fence}
+-- when a re-ask did not find the caller in line), {1, fence,
 -- holds} when the caller's owner took it again, {1, fence, 1, lease left
 -- in ms} when a handoff gave it to the caller before this call (or when
 -- the call's own first run took it: see held), else {0, lease left in
 -- ms, the holder's fence} (and the caller is in line in modes j and f): a
 -- handoff to the caller with a fence up to the holder's was made before
 -- this call, and its grant had ended by then, so that its notice, if it
--- comes later, is dropped.
+-- comes later, is dropped; a fourth element 1 says that a re-ask did not
+-- find the caller in line. Either way a handoff passed the caller over
+-- because nobody heard its client: the client moves its subscription
+-- (notifier.rehome).
 local token, ttl, owner, tail, since, mode, entry, again =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 
@@ -55,16 +59,19 @@ if v then
     return {0, redis.call('PTTL', KEYS[1])}
   end
   local holder = tonumber(string.match(v, '^%d+'))
-  line_up(entry, again, ARGV[10], ARGV[9], since)
+  local missed = line_up(entry, again, ARGV[10], ARGV[9], since)
   if line == '0' then
     local f, s, h, _, t = parse(v)
     redis.call('SET', KEYS[1], grant(f, s, h, '1', t), 'KEEPTTL')
   end
+  if missed then
+    return {0, redis.call('PTTL', KEYS[1]), holder, 1}
+  end
   return {0, redis.call('PTTL', KEYS[1]), holder}
 end
-local line = '0'
+local line, missed = '0', false
 if again == '1' then
-  redis.call('LREM', KEYS[3], 0, entry)
+  missed = redis.call('LREM', KEYS[3], 0, entry) == 0
   line = '1'
 elseif (not fair or head) and redis.call('EXISTS', KEYS[3]) == 1 then
   -- (a fair call that found the line empty above knows it still is)
@@ -74,5 +81,8 @@ local fence = draw()
 redis.call('SET', KEYS[1], grant(fence, since, token, line, tail), 'PX', ttl)
 if ARGV[12] == '1' then
   redis.call(ARGV[9], KEYS[1] .. ':released', 'a')
+end
+if missed then
+  return {2, fence}
 end
 return fence

@@ -84,7 +84,9 @@ end
 -- waiter's entry near it: see clear_gone; pub and now as there). Either
 -- way the line lives linettl
 -- more: every waiter asks again at least every second, so a line lives
--- while any waiter does, however long the lock stays held.
+-- while any waiter does, however long the lock stays held. It returns true
+-- when a re-ask did not find its entry: a handoff passed it over, as
+-- nobody heard its client (see missed).
 local function line_up(entry, again, linettl, pub, now)
   local at = again == '1' and redis.call('LPOS', KEYS[3], entry, 'COUNT', 0)
   if at and at[1] then
@@ -98,6 +100,7 @@ local function line_up(entry, again, linettl, pub, now)
     redis.call('RPUSH', KEYS[3], entry)
   end
   redis.call('PEXPIRE', KEYS[3], linettl)
+  return again == '1' and not at[1]
 end
 
 -- offer draws a fence for a grant to token and tells the waiter's client;

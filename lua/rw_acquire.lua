@@ -7,7 +7,8 @@
 -- returns the fence when granted ({1, fence, 1, 0} when a handoff gave it
 -- to the caller: 0, the lease left is not told), else {0, how long until a hold ends (ms), or -1} (and the
 -- caller is in line in mode "j"; a re-ask gets the fence counter's value
--- third).
+-- third, and 1 fourth when it was not found in line; {2, fence}: granted,
+-- and a re-ask not found in line).
 local token, ttl, tail, since, want, mode, entry, again = shared_args()
 local now = now_ms()
 local head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], 1e9, prune(now))
@@ -27,6 +28,8 @@ if not writing and (want == 'r' or held == 0) and (not head or head == entry) th
   if head then
     redis.call('LPOP', KEYS[3])
   end
+  -- (a re-ask not first in line was passed over: see acquire.lua)
+  local missed = again == '1' and head ~= entry
   local fence = draw()
   local value = grant(fence, since, token, '1', tail)
   if want == 'w' then
@@ -34,14 +37,16 @@ if not writing and (want == 'r' or held == 0) and (not head or head == entry) th
   else
     hold_shared(token, ttl, value, now, held)
   end
+  if missed then
+    return {2, fence}
+  end
   return fence
 end
-if mode ~= 't' then
-  line_up(entry, again, ARGV[11], ARGV[5], since)
-end
+local missed = mode ~= 't' and line_up(entry, again, ARGV[11], ARGV[5], since)
 if again == '1' then
   -- A handoff to the caller with a fence up to the counter's was made
-  -- before this call, and its grant had ended (as in acquire.lua).
-  return {0, blocker_ttl(now), tonumber(redis.call('GET', KEYS[2])) or 0}
+  -- before this call, and its grant had ended (as in acquire.lua); the
+  -- fourth element as there.
+  return {0, blocker_ttl(now), tonumber(redis.call('GET', KEYS[2])) or 0, missed and 1 or 0}
 end
 return {0, blocker_ttl(now)}

@@ -33,6 +33,8 @@ if held < n and (not head or head == entry) then
   if head then
     redis.call('LPOP', KEYS[3])
   end
+  -- (a re-ask not first in line was passed over: see acquire.lua)
+  local missed = again == '1' and head ~= entry
   local fence = draw()
   local value = grant(fence, since, token, '1', tail)
   if have then
@@ -40,14 +42,16 @@ if held < n and (not head or head == entry) then
   else
     hold_shared(token, ttl, value, now, held, '!n', limit)
   end
+  if missed then
+    return {2, fence}
+  end
   return fence
 end
-if mode ~= 't' then
-  line_up(entry, again, ARGV[11], ARGV[5], since)
-end
+local missed = mode ~= 't' and line_up(entry, again, ARGV[11], ARGV[5], since)
 if again == '1' then
   -- A handoff to the caller with a fence up to the counter's was made
-  -- before this call, and its grant had ended (as in acquire.lua).
-  return {0, blocker_ttl(now), tonumber(redis.call('GET', KEYS[2])) or 0}
+  -- before this call, and its grant had ended (as in acquire.lua); the
+  -- fourth element as there.
+  return {0, blocker_ttl(now), tonumber(redis.call('GET', KEYS[2])) or 0, missed and 1 or 0}
 end
 return {0, blocker_ttl(now)}
