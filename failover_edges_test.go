@@ -84,6 +84,28 @@ func failoverEdgeKillAndTakeOver(t *testing.T, cl *redistest.Cluster, master, re
 	})
 }
 
+// failoverEdgeWaitOnce has waiter wait once for name, which holder holds,
+// so that waiter's Client subscribes on the lock's master (master: a
+// client of it).
+func failoverEdgeWaitOnce(t *testing.T, ctx context.Context, holder, waiter *distlock.Client, master *redis.Client, name string) {
+	t.Helper()
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, waiter, name)
+	waitFor(t, 5*time.Second, "the waiter subscribed on the master and in line", func() bool {
+		return failoverEdgeShardSubs(ctx, master, name) == 1 &&
+			master.LLen(ctx, distlock.DefaultPrefix+"{"+name+"}:line").Val() == 1
+	})
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, got, 5*time.Second).l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // failoverEdgeClusterClient is a distlock Client on its own cluster
 // client, both closed when the test ends.
 func failoverEdgeClusterClient(t *testing.T, cl *redistest.Cluster) (*distlock.Client, *redis.ClusterClient) {
@@ -152,21 +174,7 @@ func TestFailoverClusterRejoinedMasterNoPhantomGrant(t *testing.T) {
 	home := cl.MasterOf(t, hash)
 	rep := cl.ReplicasOf(t, home)[0]
 	homeAdmin, repAdmin := failoverEdgeAdmin(t, home), failoverEdgeAdmin(t, rep)
-	// The waiter's Client subscribes on the lock's master.
-	first, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := acquireAsync(ctx, waiter, name)
-	waitFor(t, 5*time.Second, "the waiter subscribed and in line", func() bool {
-		return failoverEdgeShardSubs(ctx, homeAdmin, name) == 1 && homeAdmin.LLen(ctx, hash+":line").Val() == 1
-	})
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := recv(t, got, 5*time.Second).l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	failoverEdgeWaitOnce(t, ctx, holder, waiter, homeAdmin, name)
 
 	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
 	// go-redis refreshes its map of the Cluster on its own within 10 s;
@@ -183,7 +191,7 @@ func TestFailoverClusterRejoinedMasterNoPhantomGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = acquireAsync(ctx, waiter, name)
+	got := acquireAsync(ctx, waiter, name)
 	waitFor(t, 10*time.Second, "the waiter in line on the new master and subscribed somewhere", func() bool {
 		return repAdmin.LLen(ctx, hash+":line").Val() == 1 &&
 			failoverEdgeShardSubs(ctx, homeAdmin, name)+failoverEdgeShardSubs(ctx, repAdmin, name) > 0
@@ -292,21 +300,7 @@ func TestFailoverClusterKilledMasterWaiterKeepsItsTurn(t *testing.T) {
 	home := cl.MasterOf(t, hash)
 	rep := cl.ReplicasOf(t, home)[0]
 	homeAdmin, repAdmin := failoverEdgeAdmin(t, home), failoverEdgeAdmin(t, rep)
-	// first's Client subscribes on the lock's master by waiting once.
-	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := acquireAsync(ctx, first, name)
-	waitFor(t, 5*time.Second, "first subscribed on the master and in line", func() bool {
-		return failoverEdgeShardSubs(ctx, homeAdmin, name) == 1 && homeAdmin.LLen(ctx, hash+":line").Val() == 1
-	})
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := recv(t, got, 5*time.Second).l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	failoverEdgeWaitOnce(t, ctx, holder, first, homeAdmin, name)
 
 	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
 	// go-redis refreshes its map of the Cluster on its own within a minute;
@@ -315,7 +309,8 @@ func TestFailoverClusterKilledMasterWaiterKeepsItsTurn(t *testing.T) {
 	for _, c := range []*redis.ClusterClient{hc, fc, sc} {
 		c.ReloadState(ctx)
 	}
-	if l, err = holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second)); err != nil {
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
 		t.Fatal(err)
 	}
 	got1 := acquireAsync(ctx, first, name, distlock.WithFair())
