@@ -116,6 +116,25 @@ func failoverEdgeClusterClient(t *testing.T, cl *redistest.Cluster) (*distlock.C
 	return c, cc
 }
 
+// failoverEdgeSentinelWaiting has holder take name and waiter wait for it,
+// subscribed on the master and in line, then fails the master over
+// (SENTINEL FAILOVER). It returns the holder's Lock, the waiter's result
+// and clients of the old master (now a replica) and of the new one.
+func failoverEdgeSentinelWaiting(t *testing.T, ctx context.Context, s *redistest.Sentinel, holder, waiter *distlock.Client, name string) (*distlock.Lock, <-chan lockResult, *redis.Client, *redis.Client) {
+	t.Helper()
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, waiter, name)
+	oldAdmin := failoverEdgeAdmin(t, s.Master)
+	waitFor(t, 5*time.Second, "the waiter subscribed and in line", func() bool {
+		return failoverEdgeChannels(ctx, oldAdmin, name) == 1 &&
+			oldAdmin.LLen(ctx, distlock.DefaultPrefix+"{"+name+"}:line").Val() == 1
+	})
+	return l, got, oldAdmin, failoverEdgeAdmin(t, s.Failover(t))
+}
+
 // TestFailoverSentinelWaiterTakesNoPhantomGrant: after a coordinated
 // SENTINEL FAILOVER (nothing lost; the old master re-attached as a replica,
 // as Sentinel itself does), a waiter's subscription stays on the old
@@ -135,21 +154,9 @@ func TestFailoverSentinelWaiterTakesNoPhantomGrant(t *testing.T) {
 	}
 	holder, waiter, third := newClient(), newClient(), newClient()
 	const name = "review-failover-sentinel"
-	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := acquireAsync(ctx, waiter, name)
-	old := s.Master
-	oldAdmin := failoverEdgeAdmin(t, old)
-	waitFor(t, 5*time.Second, "the waiter subscribed and in line", func() bool {
-		return failoverEdgeChannels(ctx, oldAdmin, name) == 1 &&
-			oldAdmin.LLen(ctx, distlock.DefaultPrefix+"{"+name+"}:line").Val() == 1
-	})
-	nm := s.Failover(t)
-	nmAdmin := failoverEdgeAdmin(t, nm)
+	l, got, oldAdmin, nmAdmin := failoverEdgeSentinelWaiting(t, ctx, s, holder, waiter, name)
 	t.Logf("after SENTINEL FAILOVER %s→%s: the waiter's subscribers on the old master (now a replica) %d, on the new master %d",
-		old.Addr, nm.Addr, failoverEdgeChannels(ctx, oldAdmin, name), failoverEdgeChannels(ctx, nmAdmin, name))
+		oldAdmin.Options().Addr, nmAdmin.Options().Addr, failoverEdgeChannels(ctx, oldAdmin, name), failoverEdgeChannels(ctx, nmAdmin, name))
 	failoverEdgeNoPhantom(t, ctx, l, got, distlock.New(nmAdmin), third, name)
 }
 
@@ -358,19 +365,7 @@ func TestFailoverSentinelWaiterFollowsTheMaster(t *testing.T) {
 	}
 	holder, waiter := newClient(), newClient(distlock.WithObserver(rec))
 	const name = "failover-sentinel-follow"
-	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := acquireAsync(ctx, waiter, name)
-	old := s.Master
-	oldAdmin := failoverEdgeAdmin(t, old)
-	waitFor(t, 5*time.Second, "the waiter subscribed and in line", func() bool {
-		return failoverEdgeChannels(ctx, oldAdmin, name) == 1 &&
-			oldAdmin.LLen(ctx, distlock.DefaultPrefix+"{"+name+"}:line").Val() == 1
-	})
-	nm := s.Failover(t)
-	nmAdmin := failoverEdgeAdmin(t, nm)
+	l, got, _, nmAdmin := failoverEdgeSentinelWaiting(t, ctx, s, holder, waiter, name)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
