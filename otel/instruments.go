@@ -57,6 +57,6 @@ func (in *instruments) init(m metric.Meter) error {
 	in.renewed = counter("distlock.renewals.sent", "{lease}", "Lease renewals sent.")
 	in.renewFailed = counter("distlock.renewals.failed", "{lease}", "Lease renewals that got no answer.")
 	in.nodeErrors = counter("distlock.node.errors", "{error}", "Quorum node failures that made the node suspect, by node index.")
-	in.resubscribed = counter("distlock.resubscriptions", "{reconnect}", "Times the pub/sub connection waiters listen on broke and was made again.")
+	in.resubscribed = counter("distlock.resubscriptions", "{reconnect}", "Times the pub/sub connection waiters listen on broke and was made again, or was moved to a new master after a failover.")
 	return errors.Join(errs...)
 }
