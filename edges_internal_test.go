@@ -2,7 +2,9 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -353,5 +355,87 @@ func TestGlobMatchAgreesWithRedis(t *testing.T) {
 				t.Errorf("sealed %q in a longer pattern misses %q", p, n)
 			}
 		}
+	}
+}
+
+// remakeCounter counts the subscriptions its Client made anew because a
+// waiter was passed over.
+type remakeCounter struct{ n atomic.Int64 }
+
+func (o *remakeCounter) Start(ctx context.Context, _ EventKind, _ string) context.Context {
+	return ctx
+}
+func (o *remakeCounter) Link(context.Context) string { return "" }
+func (o *remakeCounter) Observe(_ context.Context, e Event) {
+	if e.Kind == EventResubscribed && errors.Is(e.Err, errPassedOver) {
+		o.n.Add(1)
+	}
+}
+
+// A waiter whose deadline has passed by the releasers' clocks (here theirs
+// run 10 s ahead of its deadline) is skipped by every handoff and finds
+// itself gone from the line at each ask, as docs/design.md says. Its
+// subscription is on the one master of a standalone server: its Client
+// must not make it anew at every ask (each time waking all its waiters and
+// leaving a gap in which handoffs to them go unheard).
+func TestSkewedWaiterKeepsItsSubscription(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxFor(t, 30*time.Second)
+	defer func(f func() int64) { nowMillis = f }(nowMillis)
+	nowMillis = func() int64 { return time.Now().UnixMilli() + 10_000 }
+	remade := &remakeCounter{}
+	holders := New(srv.Client(t))
+	defer holders.Close()
+	waiter := New(srv.Client(t), WithObserver(remade))
+	defer waiter.Close()
+	rdb := srv.Client(t)
+	line := func() int64 { return rdb.LLen(ctx, "distlock:{skew}:line").Val() }
+
+	l, err := holders.TryLock(ctx, "skew", WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 { // two holders hand the lock to each other
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				hl, err := holders.Lock(ctx, "skew", WithTTL(5*time.Second))
+				if err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond) // the work of a critical section
+				_ = hl.Release(ctx)
+			}
+		}()
+	}
+	poll(t, 2*time.Second, "the two holders in line", func() bool { return line() == 2 })
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		wl, err := waiter.Lock(wctx, "skew")
+		if err == nil {
+			_ = wl.Release(ctx)
+		}
+		done <- err
+	}()
+	poll(t, 2*time.Second, "the waiter in line", func() bool { return line() == 3 })
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	werr := <-done
+	close(stop)
+	wg.Wait()
+	t.Logf("the waiter's Lock: %v; its Client made its subscription anew %d times", werr, remade.n.Load())
+	if n := remade.n.Load(); n > 0 {
+		t.Errorf("a standalone Client made its subscription anew %d times in 5 s: its waiter was passed over for its deadline, not because nobody heard it", n)
 	}
 }

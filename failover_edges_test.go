@@ -3,7 +3,10 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +56,13 @@ func failoverEdgeShardSubs(ctx context.Context, c *redis.Client, name string) in
 func failoverEdgeKillAndTakeOver(t *testing.T, cl *redistest.Cluster, master, replica *redistest.Server, slot int) {
 	t.Helper()
 	master.Kill()
+	failoverEdgeTakeOver(t, cl, replica, slot)
+}
+
+// failoverEdgeTakeOver is failoverEdgeKillAndTakeOver once the master is
+// dead.
+func failoverEdgeTakeOver(t *testing.T, cl *redistest.Cluster, replica *redistest.Server, slot int) {
+	t.Helper()
 	ctx := ctxT(t, 60*time.Second)
 	if err := failoverEdgeAdmin(t, replica).Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
 		t.Fatalf("CLUSTER FAILOVER TAKEOVER: %v", err)
@@ -401,5 +411,110 @@ func TestFailoverSentinelWaiterFollowsTheMaster(t *testing.T) {
 		if err := r.l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// failoverEdgeHang listens on addr, a dead node's, and accepts connections
+// that it never answers: a host that hangs, or a paused process (the
+// kernel still completes the handshake). Closed when the test ends.
+func failoverEdgeHang(t *testing.T, addr string) {
+	t.Helper()
+	var ln net.Listener
+	waitFor(t, 5*time.Second, "the dead node's port free", func() bool {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err == nil
+	})
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+}
+
+// TestFailoverClusterHungMasterHoldsUpNoOtherShard: a Cluster master dies
+// and its address hangs. Moving its shard's channels must not redial that
+// address once per channel (SUNSUBSCRIBE on the dead subscription, each
+// waiting for a dial or read timeout in the Client's one subscriber
+// goroutine): a waiter on a healthy shard subscribed only after all of
+// them (40 s with 6 channels), unheard meanwhile, its turn lost.
+func TestFailoverClusterHungMasterHoldsUpNoOtherShard(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	holder, _ := failoverEdgeClusterClient(t, cl)
+	waiter, wc := failoverEdgeClusterClient(t, cl)
+	ctx := ctxT(t, 150*time.Second)
+	const k = 6
+	var names []string
+	var home *redistest.Server
+	var other string
+	for i := 0; len(names) < k || other == ""; i++ {
+		name := fmt.Sprintf("failover-hung-%d", i)
+		switch m := cl.MasterOf(t, distlock.DefaultPrefix+"{"+name+"}"); {
+		case home == nil || m == home && len(names) < k:
+			home, names = m, append(names, name)
+		case m != home && other == "":
+			other = name
+		}
+	}
+	rep := cl.ReplicasOf(t, home)[0]
+	homeAdmin, repAdmin := failoverEdgeAdmin(t, home), failoverEdgeAdmin(t, rep)
+	otherAdmin := failoverEdgeAdmin(t, cl.MasterOf(t, distlock.DefaultPrefix+"{"+other+"}"))
+	for _, name := range names {
+		failoverEdgeWaitOnce(t, ctx, holder, waiter, homeAdmin, name)
+	}
+
+	home.Kill()
+	failoverEdgeHang(t, home.Addr)
+	failoverEdgeTakeOver(t, cl, rep, cl.Slot(t, distlock.DefaultPrefix+"{"+names[0]+"}"))
+	wc.ReloadState(ctx)
+	tookOver := time.Now()
+	moved := func() int {
+		n := 0
+		for _, name := range names {
+			if failoverEdgeShardSubs(ctx, repAdmin, name) == 1 {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 60*time.Second, "a first channel moved to the new master", func() bool { return moved() > 0 })
+
+	l, err := holder.TryLock(ctx, other, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	got := acquireAsync(ctx, waiter, other)
+	waitFor(t, 90*time.Second, "the healthy shard's waiter subscribed", func() bool {
+		return failoverEdgeShardSubs(ctx, otherAdmin, other) == 1
+	})
+	healthy := time.Since(asked)
+	waitFor(t, 90*time.Second, "every channel moved to the new master", func() bool { return moved() == k })
+	all := time.Since(tookOver)
+	t.Logf("a waiter on a healthy shard subscribed %v after it asked; the dead shard's %d channels moved within %v of the takeover", healthy, k, all)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, got, 10*time.Second).l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if healthy > 4*time.Second {
+		t.Errorf("after a hung master's failover, a waiter on a healthy shard waited %v for its subscription (want well under the dial timeouts of the dead shard's channels)", healthy)
 	}
 }

@@ -101,7 +101,7 @@ func (s *subscriber) run() {
 			case s.cluster != nil:
 				s.applySharded(op)
 			case op.rehome:
-				s.remake()
+				s.remake(op.channel)
 			default:
 				s.apply(op)
 			}
@@ -140,11 +140,21 @@ const rehomeEvery = time.Second
 // a PubSub where it is. The new one is dialled the way every connection
 // is, to the master Sentinel names now. Its waiters are woken to ask Redis
 // once the channels are confirmed again.
-func (s *subscriber) remake() {
+func (s *subscriber) remake(channel string) {
 	if s.ps == nil || time.Since(s.remadeAt) < rehomeEvery {
 		return
 	}
 	s.remadeAt = time.Now()
+	// A PUBLISH on the master that counts a listener: the subscription is
+	// there, and the waiter was passed over for another cause (its deadline
+	// by the releaser's clock, a reconnect since): nothing to move. ("p" is
+	// ignored by Clients: see deliver.)
+	ctx, cancel := context.WithTimeout(s.n.ctx, time.Second)
+	heard, err := s.rdb.Publish(ctx, channel, "p").Result()
+	cancel()
+	if err == nil && heard > 0 {
+		return
+	}
 	s.n.c.observe(context.Background(), Event{Kind: EventResubscribed, Err: errPassedOver})
 	old := s.ps
 	s.retire(old)
@@ -159,8 +169,9 @@ func (s *subscriber) remake() {
 // rehomeAll rehomes every channel on ps, a Cluster subscription whose
 // connection failed: a master that was killed ends none of them, and
 // go-redis would redial its address for as long as the Client lives. Its
-// listener asks again on every failure, at least once a second, until
-// they are all moved and ps is closed.
+// listener asks again on every failure of a redial (at most a second
+// apart, or DialTimeout on a hung address) until they are all moved and
+// ps is closed.
 func (s *subscriber) rehomeAll(ps *redis.PubSub) {
 	var chans []string
 	for ch, p := range s.where {
@@ -169,7 +180,9 @@ func (s *subscriber) rehomeAll(ps *redis.PubSub) {
 		}
 	}
 	for _, ch := range chans {
-		s.applySharded(subOp{channel: ch, on: true, rehome: true})
+		// (broken: no SUNSUBSCRIBE on ps, which would redial the dead
+		// address, a dial timeout a channel in this one goroutine)
+		s.applySharded(subOp{channel: ch, on: true, rehome: true, broken: ps})
 	}
 }
 
@@ -218,7 +231,9 @@ func (s *subscriber) applySharded(op subOp) {
 		if op.passedOver {
 			s.n.c.observe(context.Background(), Event{Kind: EventResubscribed, Err: errPassedOver})
 		}
-		_ = old.SUnsubscribe(ctx, op.channel)
+		if op.broken == nil {
+			_ = old.SUnsubscribe(ctx, op.channel)
+		}
 		s.closeIfUnused(old)
 	}
 	s.where[op.channel] = ps
@@ -248,7 +263,10 @@ func (s *subscriber) retire(ps *redis.PubSub) {
 	s.mu.Lock()
 	s.retired[ps] = true
 	s.mu.Unlock()
-	_ = ps.Close()
+	// In the background: Close waits for the PubSub's lock, which its
+	// listener holds while it redials (a hung address: until DialTimeout or
+	// ReadTimeout).
+	go func() { _ = ps.Close() }()
 }
 
 // ended reports whether ps was retired, and forgets it: its listener

@@ -639,3 +639,68 @@ func TestUnheardWaiterAsksEverySecond(t *testing.T) {
 		t.Errorf("an unheard waiter asked every %v (median of %v), want about every %v", median, gaps, lineRefresh)
 	}
 }
+
+// TestReconnectedSubscriptionIsNotRemade: on a standalone server, where no
+// failover can happen, a waiter's Client loses its subscription for a
+// while (its connection killed, its user disabled) and a release in that
+// gap passes the waiter over. go-redis's reconnection put the subscription
+// back on the one master; the waiter's next ask finds itself passed over,
+// and its Client must not tear that subscription down and make it anew (a
+// second gap, in which its other waiters go unheard).
+func TestReconnectedSubscriptionIsNotRemade(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := ctxT(t, 60*time.Second)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "w", "on", ">pw", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "w", Password: "pw"})
+	defer rdb.Close()
+	waiter := distlock.New(rdb, distlock.WithObserver(rec))
+	defer waiter.Close()
+	holder := distlock.New(srv.Client(t))
+	defer holder.Close()
+	l, err := holder.TryLock(ctx, "reconnected", distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, waiter, "reconnected")
+	waitFor(t, 5*time.Second, "the waiter subscribed and in line", func() bool {
+		return failoverEdgeChannels(ctx, admin, "reconnected") == 1 &&
+			admin.LLen(ctx, distlock.DefaultPrefix+"{reconnected}:line").Val() == 1
+	})
+	if err := admin.Do(ctx, "ACL", "SETUSER", "w", "off").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the subscription gone", func() bool { return failoverEdgeChannels(ctx, admin, "reconnected") == 0 })
+	if err := l.Release(ctx); err != nil { // passes the unheard waiter over
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "w", "on").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 10*time.Second)
+	defer r.l.Release(ctx)
+	// The Client's subscription changes go in order: once a later wait's
+	// channel is subscribed, a remake asked for by the ask above is done.
+	l2, err := holder.TryLock(ctx, "reconnected-later", distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	acquireAsync(wctx, waiter, "reconnected-later")
+	waitFor(t, 5*time.Second, "a later wait subscribed", func() bool {
+		return failoverEdgeChannels(ctx, admin, "reconnected-later") == 1
+	})
+	if e, ok := rec.find(distlock.EventResubscribed, func(e distlock.Event) bool {
+		return e.Err != nil && strings.Contains(e.Err.Error(), "passed a waiter over")
+	}); ok {
+		t.Errorf("a standalone Client made its reconnected subscription anew (%v): nothing failed over", e.Err)
+	}
+}
