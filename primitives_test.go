@@ -560,7 +560,7 @@ func TestElectionAcrossProcesses(t *testing.T) {
 
 // A free semaphore or read-write lock whose line holds only waiters that
 // are gone (a process killed while it waited) is taken at once: the attempt
-// drops them and finds nobody ahead.
+// drops them and finds nobody ahead. So is a read lock that readers hold.
 func TestTryOverWaitersThatAreGone(t *testing.T) {
 	c, rdb, _ := setup(t)
 	ctx := ctxT(t, 10*time.Second)
@@ -578,6 +578,15 @@ func TestTryOverWaitersThatAreGone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryRLock behind a writer that is gone: %v", err)
 	}
+	// And while readers hold: a writer waiting stops readers that come
+	// after it, but not a writer that is gone (it stopped them until the
+	// line expired, 30 s).
+	rdb.RPush(ctx, "distlock:rw{gone}:line", strings.Replace(gone, " s ", " x ", 1))
+	r2, err := m.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock behind a writer that is gone, while a reader holds: %v", err)
+	}
+	_ = r2.Release(ctx)
 	_ = r.Release(ctx)
 	if n := rdb.Exists(ctx, "distlock:sem{gone}:line", "distlock:rw{gone}:line").Val(); n != 0 {
 		t.Fatalf("%d lines left behind", n)

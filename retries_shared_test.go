@@ -8,6 +8,7 @@ package distlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -502,5 +503,128 @@ func retriedPermitOutlivesHandoff(t *testing.T, ctx context.Context, rdb *redis.
 		t.Fatalf("a 2-permit semaphore has 3 holders: another client took 2 permits (fences %d, %d) while w's permit (fence %d, %s) "+
 			"is held by its own account (Err nil, Lost open, valid for %v more); %s (%d stale entries)",
 			taken[0].Fence(), taken[1].Fence(), wl.Fence(), how, time.Until(wl.validUntil()).Round(time.Millisecond), stale, entries)
+	}
+}
+
+// retriedLateNotice is one call of w that waits (first join, again "0")
+// behind holder, whose answer is lost to a reset; a release of holder
+// hands it the lock (or a permit) between the two runs of its script, and
+// the handoff's notice reaches w's Client late, after the call returned
+// with the grant that its second run found (or, with expire, took free
+// once the handed grant's 2 s first lease ran out). The late notice must
+// not be passed on: that would free the grant of a Lock that counts itself
+// held, and x would take it alongside.
+type retriedLateNotice struct {
+	holder  *Lock
+	wait    func(ctx context.Context, w *Client) (*Lock, error)
+	try     func(ctx context.Context, x *Client) (*Lock, error)
+	inRedis func(ctx context.Context, rdb *redis.Client, wl *Lock) bool
+	expire  bool
+}
+
+func (c retriedLateNotice) run(t *testing.T, ctx context.Context, srv *redistest.Server, x *Client) {
+	t.Helper()
+	rdb := srv.Client(t)
+	names := c.holder.names
+	w, sub, cmds := splitProxiedClient(t, ctx, srv)
+	cmds.SetLatency(retriedLatency)
+	got := make(chan retriedResult, 1)
+	go func() {
+		l, err := c.wait(ctx, w)
+		got <- retriedResult{l, err}
+	}()
+	late := 2500 * time.Millisecond
+	if c.expire {
+		late = 6 * time.Second
+	}
+	retriedLoseAnswer(t, cmds,
+		func() bool { return lineEntriesOf(ctx, rdb, names.line, w.id) == 1 },
+		func() {
+			sub.SetLatency(late)
+			if err := c.holder.Release(ctx); err != nil { // hands over to w's call
+				t.Error(err)
+			}
+			if c.expire && !settleWithin(5*time.Second, func() bool { return rdb.Exists(ctx, names.lock).Val() == 0 }) {
+				t.Error("the handed grant did not run out")
+			}
+		})
+	wl := retriedAwaitLock(t, got)
+	defer wl.Release(ctx)
+	// Past the notice's arrival: a pass-on would have freed the grant. (A
+	// lease that ran out unrenewed is no pass-on: its Lock knew before.)
+	if settleWithin(late+2*time.Second, func() bool { return !c.inRedis(ctx, rdb, wl) }) && retriedStillBelieved(wl) {
+		sub.SetLatency(0)
+		xl, err := c.try(ctx, x)
+		if err == nil {
+			defer xl.Release(ctx)
+		}
+		t.Fatalf("w's grant (fence %d) is gone from Redis while its Lock counts itself held; x's try: %v", wl.Fence(), err)
+	}
+}
+
+// TestRetriedFirstJoinLateNoticeKeepsThePermit: a late notice of the
+// handoff to a retried first join found no waiter and no held Lock for
+// its token (the notifier kept a Lock for that only for re-asks) and
+// passed the permit on: three holders of a two-permit semaphore.
+func TestRetriedFirstJoinLateNoticeKeepsThePermit(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	h, x := New(srv.Client(t)), New(srv.Client(t))
+	defer h.Close()
+	defer x.Close()
+	hs, _ := h.NewSemaphore("s", 2)
+	a1, err := hs.TryAcquire(ctx, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := hs.TryAcquire(ctx, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Release(ctx)
+	retriedLateNotice{
+		holder: a1,
+		wait: func(ctx context.Context, w *Client) (*Lock, error) {
+			s, _ := w.NewSemaphore("s", 2)
+			return s.Acquire(ctx, WithTTL(30*time.Second))
+		},
+		try: func(ctx context.Context, x *Client) (*Lock, error) {
+			s, _ := x.NewSemaphore("s", 2)
+			return s.TryAcquire(ctx)
+		},
+		inRedis: func(ctx context.Context, rdb *redis.Client, wl *Lock) bool {
+			return retriedShareLeft(ctx, rdb, wl.names, wl.token) > 0
+		},
+	}.run(t, ctx, srv, x)
+}
+
+// TestRetriedFirstJoinLateNoticeKeepsTheLock: the same on a mutex, whose
+// retried first join found the handed grant (two holders); and with the
+// handed grant run out before the second run, which took the lock free
+// under the same token.
+func TestRetriedFirstJoinLateNoticeKeepsTheLock(t *testing.T) {
+	for _, expire := range []bool{false, true} {
+		t.Run(fmt.Sprintf("expired=%v", expire), func(t *testing.T) {
+			srv := redistest.Start(t)
+			ctx := ctxFor(t, 2*time.Minute)
+			h, x := New(srv.Client(t)), New(srv.Client(t))
+			defer h.Close()
+			defer x.Close()
+			a1, err := h.TryLock(ctx, "k", WithTTL(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			retriedLateNotice{
+				holder: a1,
+				wait: func(ctx context.Context, w *Client) (*Lock, error) {
+					return w.Lock(ctx, "k", WithTTL(30*time.Second))
+				},
+				try: func(ctx context.Context, x *Client) (*Lock, error) { return x.TryLock(ctx, "k") },
+				inRedis: func(ctx context.Context, rdb *redis.Client, wl *Lock) bool {
+					return strings.Contains(rdb.Get(ctx, wl.names.lock).Val(), wl.token)
+				},
+				expire: expire,
+			}.run(t, ctx, srv, x)
+		})
 	}
 }

@@ -167,24 +167,33 @@ func TestRetriedJoinLeavesNoEntryBehind(t *testing.T) {
 }
 
 // commandsProxiedClient returns a Client whose command connections go
-// through a fault proxy on srv and whose pub/sub connection goes straight
-// to Redis: resets then break only command connections, as when a load
-// balancer or a NAT drops one TCP connection. The first connection the
-// Client makes is its subscription's: Observe subscribes before it reads
-// Redis.
+// through a fault proxy on srv and whose pub/sub connection does not:
+// resets then break only command connections, as when a load balancer or
+// a NAT drops one TCP connection.
 func commandsProxiedClient(t *testing.T, ctx context.Context, srv *redistest.Server) (*Client, *faultproxy.Proxy) {
 	t.Helper()
-	p := faultproxy.Start(t, srv.Addr)
+	c, _, cmds := splitProxiedClient(t, ctx, srv)
+	return c, cmds
+}
+
+// splitProxiedClient returns a Client whose pub/sub connection goes
+// through one fault proxy on srv (sub) and its command connections through
+// another (cmds), warmed up. The first connection the Client makes is its
+// subscription's: Observe subscribes before it reads Redis.
+func splitProxiedClient(t *testing.T, ctx context.Context, srv *redistest.Server) (c *Client, sub, cmds *faultproxy.Proxy) {
+	t.Helper()
+	sub, cmds = faultproxy.Start(t, srv.Addr), faultproxy.Start(t, srv.Addr)
 	var dials atomic.Int64
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, // MaxRetries: go-redis' default, 3
 		Dialer: func(dctx context.Context, network, addr string) (net.Conn, error) {
-			if dials.Add(1) > 1 {
-				addr = p.Addr()
+			addr = cmds.Addr()
+			if dials.Add(1) == 1 {
+				addr = sub.Addr()
 			}
 			var d net.Dialer
 			return d.DialContext(dctx, network, addr)
 		}})
-	c := New(rdb)
+	c = New(rdb)
 	t.Cleanup(func() {
 		c.Close()
 		rdb.Close()
@@ -200,7 +209,7 @@ func commandsProxiedClient(t *testing.T, ctx context.Context, srv *redistest.Ser
 	if dials.Load() < 2 {
 		t.Fatalf("%d connections made, want the subscription's and a command connection", dials.Load())
 	}
-	return c, p
+	return c, sub, cmds
 }
 
 // TestLocksReleasedWhileRescheduledLeaveTheSchedule: renew.go's forget says a

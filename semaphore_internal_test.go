@@ -133,3 +133,43 @@ func TestSemaphoreLimitLearnedWhileWaiting(t *testing.T) {
 	}
 	poll(t, 2*time.Second, "the refused caller to leave the line", func() bool { return rdb.LLen(ctx, names.line).Val() == 0 })
 }
+
+// A semaphore's limit is its holders': once every permit's lease has run
+// out, another limit is taken although the keys live on (a holder with a
+// longer lease released; the last one died). sem_acquire.lua read the
+// recorded limit before it dropped the expired holds, and refused with
+// ErrLimitMismatch for as long as the keys lived (up to MaxTTL).
+func TestSemaphoreLimitForgottenWhenTheLastLeaseEnds(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := New(rdb)
+	defer c.Close()
+	ctx := ctxFor(t, 20*time.Second)
+	two, _ := c.NewSemaphore("pool", 2)
+	long, err := two.Acquire(ctx, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := two.Acquire(ctx, WithTTL(200*time.Millisecond), WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := long.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 5*time.Second, "the short permit's lease to run out", func() bool {
+		ttl, err := short.TTL(ctx)
+		return err != nil || ttl <= 0
+	})
+	five, _ := c.NewSemaphore("pool", 5)
+	p, err := five.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("no permit of pool is held, yet TryAcquire with another limit: %v (keys %v)", err, rdb.Keys(ctx, "distlock:sem*").Val())
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if keys := rdb.Keys(ctx, "distlock:sem*").Val(); len(keys) != 0 {
+		t.Fatalf("keys left after the last release: %v", keys)
+	}
+}

@@ -293,7 +293,11 @@ func (q *call) leave() {
 	if q.w == nil {
 		return
 	}
-	if q.won != nil && q.again {
+	// So may a first join (q.w is set only for a call that may line up):
+	// a handoff can come between two runs of its script, which go-redis
+	// sent again after a lost answer, and the second run find that grant
+	// or, once it ran out, take the lock free under the same token.
+	if q.won != nil {
 		q.n.holding(q.won)
 	}
 	q.n.leave(q.w)

@@ -7,13 +7,20 @@
 -- value third), or an error reply "LIMIT <n>" when
 -- the semaphore is in use with another limit.
 local token, ttl, tail, since, limit, mode, entry, again = shared_args()
+local now = now_ms()
+local held = prune(now)
 local have = redis.call('HGET', KEYS[5], '!n')
+if have and held == 0 then
+  -- Every permit's lease ran out, though the keys live on (a holder with
+  -- a longer lease released, or one cut its lease short): the limit is
+  -- nobody's any more, and is forgotten as if the keys had expired.
+  redis.call('DEL', KEYS[4], KEYS[5])
+  have = nil
+end
 if have and have ~= limit then
   return redis.error_reply('LIMIT ' .. have)
 end
 local n = tonumber(limit)
-local now = now_ms()
-local held = prune(now)
 local head
 -- Waiters ahead are served by the limit in use, not the caller's; with
 -- none in use, one at most (see shared_release.lua).

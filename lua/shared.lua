@@ -102,11 +102,16 @@ local function handoff_shared(pub, since, claim, link, room, held)
       room = room()
     end
     local token, client, ttl, mode, tail = parse_entry(e, since)
-    if mode == 'x' then
-      if held > 0 or granted > 0 then
+    if mode == 'x' and (held > 0 or granted > 0) then
+      -- A writer that cannot be served yet stops the line, unless nobody
+      -- hears its client (a ping "p"): gone, it would stop the line until
+      -- the line expired, for readers and tries alike. It is dropped, as a
+      -- handoff drops a waiter nobody hears.
+      if redis.call(pub, KEYS[1] .. ':to:' .. client, 'p') > 0 then
         break
       end
-    elseif room <= 0 then
+      token = nil
+    elseif mode ~= 'x' and room <= 0 then
       break
     end
     redis.call('LPOP', KEYS[3])
