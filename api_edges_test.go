@@ -199,7 +199,8 @@ func TestAPIZeroClientDoesNotPanic(t *testing.T) {
 
 // A zero Lock panics in Release, Extend and TTL, where a nil *Lock returns
 // ErrNotHeld; a zero MultiLock's Lost blocks for ever, where a nil one's is
-// closed and its Release says ErrNotHeld (it holds nothing); and a nil
+// closed and its Release says ErrNotHeld (it holds nothing), and its Err
+// was nil and its Context live, as if it held every lock; and a nil
 // *Leadership panics in the methods it gets from *Lock (Release, Extend,
 // TTL, Lost, Err, Context, Fence), while its own Proclaim and Resign
 // return ErrNotHeld.
@@ -227,6 +228,16 @@ func TestAPIZeroHoldsDoNotPanicOrHang(t *testing.T) {
 	case <-m.Lost():
 	case <-time.After(time.Second):
 		t.Errorf("zero MultiLock.Lost: not closed after 1s, although the MultiLock holds nothing (Release: ErrNotHeld)")
+	}
+	// Nor may its Err or Context say that it holds: work would start
+	// unprotected under them.
+	if err := m.Err(); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("zero MultiLock.Err: %v; want ErrNotHeld", err)
+	}
+	mctx, cancel := m.Context(ctx)
+	defer cancel()
+	if !errors.Is(context.Cause(mctx), distlock.ErrNotHeld) {
+		t.Errorf("zero MultiLock.Context: cause %v; want ErrNotHeld", context.Cause(mctx))
 	}
 }
 

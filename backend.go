@@ -62,6 +62,12 @@ const (
 	extendUnacked                        // reset, but too few replicas acknowledged
 	extendUndecided                      // quorum: neither a majority nor its loss yet
 	extendLate                           // a renewal refused by its guard: too little lease left
+	// extendUnknown: the call failed (the network's error, or its ctx
+	// ended) after it may have reached Redis and set the lease all the
+	// same; a backend whose renewals report a refusal's lease left
+	// (extendLate) says so, and the Lock has that lease bounded again
+	// (Lock.leaseUnknownLocked).
+	extendUnknown
 )
 
 // cleanupTimeout bounds the work that goes on after its caller returned: a

@@ -494,6 +494,48 @@ func TestLateRenewalDoesNotOutliveTheLoss(t *testing.T) {
 	}
 }
 
+// An Extend that fails after it was sent (its ctx ended while the link
+// held it up) may still land in Redis and set a lease of its TTL, which
+// the guard of the last confirmed call does not cover: the renewal that
+// follows, held up past Lost, found that lease and renewed it for nobody.
+func TestFailedExtendThenLateRenewalDoesNotOutliveTheLoss(t *testing.T) {
+	const ttl, upstream = 3 * time.Second, 2500 * time.Millisecond
+	srv := redistest.Start(t)
+	ctx := ctxT(t, 30*time.Second)
+	take := func(c *distlock.Client, ctx context.Context, opts ...distlock.Option) (*distlock.Lock, error) {
+		return c.TryLock(ctx, "failed-extend", opts...)
+	}
+	c, p := warmProxied(t, ctx, srv, take, ttl)
+	l, err := take(c, ctx, distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetUpstreamLatency(upstream)
+	ectx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	err = l.Extend(ectx, ttl) // reaches Redis later, before the loss
+	cancel()
+	if err == nil {
+		t.Fatal("Extend succeeded through a link that holds requests for 2.5 s")
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * ttl):
+		t.Fatal("Lost did not fire")
+	}
+	lostAt := time.Now()
+	// The renewal sent after the failed Extend reaches Redis about
+	// upstream after it was sent, after Lost fired.
+	time.Sleep(upstream) // a due time in the proxy, nothing to poll
+	at, err := srv.Client(t).Do(ctx, "PEXPIRETIME", "distlock:{failed-extend}").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setAt := time.UnixMilli(at).Add(-ttl); at > 0 && setAt.After(lostAt) {
+		t.Fatalf("the lease Redis has was set %v after Lost fired (cause %v): a renewal renewed it for nobody",
+			setAt.Sub(lostAt).Round(time.Millisecond), l.Err())
+	}
+}
+
 // rwMutex and semaphore1 make primitives whose names are valid.
 func rwMutex(c *distlock.Client, name string) *distlock.RWMutex {
 	rw, err := c.NewRWMutex(name)

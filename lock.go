@@ -351,6 +351,9 @@ func (l *Lock) extended(start time.Time, out extendOutcome, err error) extendOut
 		// The lease in Redis is the old one or ttl's: renewal confirms it
 		// soon, and must go out before the shorter deadline set above.
 		l.renewAt = minTime(l.renewAt, time.Now().Add(max(l.ttl/10, time.Millisecond)))
+		if out == extendUnknown {
+			l.leaseUnknownLocked()
+		}
 	case err != nil || out == extendUndecided:
 	case !stillHeld:
 		out = extendGone
@@ -518,8 +521,12 @@ func (l *Lock) confirm(ctx context.Context, start time.Time) error {
 			out, err := b.extend(ctx, l, l.lease())
 			l.mu.Lock()
 			l.leaseCallEndedLocked()
-			if err == nil && out == extendDone && l.state == held {
+			switch {
+			case l.state != held:
+			case err == nil && out == extendDone:
 				l.confirmLocked(start)
+			case out == extendUnknown:
+				l.leaseUnknownLocked()
 			}
 			l.mu.Unlock()
 			return out, err
@@ -563,6 +570,24 @@ func (l *Lock) guard() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return int64((l.slack + drift(l.ttl) + time.Millisecond - 1) / time.Millisecond)
+}
+
+// leaseUnknownLocked follows a call that may have set l's lease without
+// an answer (extendUnknown). That lease ends up to a TTL after the call
+// reached Redis, later than slack allows for: a renewal held up in the
+// network past valid would find it, pass its guard and renew for nobody.
+// The next renewal's guard exceeds any lease of l's TTL, so Redis refuses
+// it and tells the lease left (lateRenewalLocked), which bounds the lease
+// again: one round trip more, once.
+func (l *Lock) leaseUnknownLocked() {
+	l.slack = max(l.slack, l.ttl+drift(l.ttl))
+}
+
+// raiseSlack makes l's slack at least slack.
+func (l *Lock) raiseSlack(slack time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slack = max(l.slack, slack)
 }
 
 // setSlack sets l's slack (see guard) and returns the one it had.
@@ -623,11 +648,13 @@ func (l *Lock) endLocked(state lockState, cause error) {
 	if state == lost { // observed before the signal, so a watcher finds the event
 		l.observeEndLocked(cause)
 	}
-	if state == lost && l.lost != nil {
-		close(l.lost)
-	}
+	// The contexts first, so that they are done by the time Lost is
+	// closed (see Context).
 	for _, cancel := range l.cancels {
 		cancel(cause)
+	}
+	if state == lost && l.lost != nil {
+		close(l.lost)
 	}
 }
 

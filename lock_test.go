@@ -796,3 +796,43 @@ func TestRedisErrorIsWrapped(t *testing.T) {
 		t.Fatalf("TryLock over a hash: %v, want a wrapped redis.Error, not ErrNotObtained", err)
 	}
 }
+
+// Lock.Context's contexts are done by the time Lost is closed: a goroutine
+// woken by Lost found most of them still live (Lost was closed first).
+func TestContextsDoneByTheTimeLostCloses(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+	l, err := c.TryLock(ctx, "lost-order", distlock.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	ctxs := make([]context.Context, 20_000)
+	for i := range ctxs {
+		var stop context.CancelFunc
+		ctxs[i], stop = l.Context(context.Background())
+		defer stop()
+	}
+	live, waiting := make(chan int, 1), make(chan struct{})
+	go func() {
+		close(waiting)
+		<-l.Lost()
+		n := 0
+		for _, x := range ctxs {
+			if x.Err() == nil {
+				n++
+			}
+		}
+		live <- n
+	}()
+	<-waiting
+	c.Close() // ends the lock: lost, ErrClosed
+	select {
+	case n := <-live:
+		if n > 0 {
+			t.Fatalf("%d of %d contexts of the Lock were still live once Lost was closed", n, len(ctxs))
+		}
+	case <-ctx.Done():
+		t.Fatal("Lost not closed by Close")
+	}
+}

@@ -178,9 +178,10 @@ func (m *MultiLock) Lost() <-chan struct{} {
 }
 
 // Err returns nil while every lock is held, and after a loss the first
-// loss's cause (matching ErrLost, naming the lock).
+// loss's cause (matching ErrLost, naming the lock); ErrNotHeld for a zero
+// MultiLock.
 func (m *MultiLock) Err() error {
-	if m == nil {
+	if m == nil || m.lost == nil { // nil or zero: holds nothing
 		return ErrNotHeld
 	}
 	m.mu.Lock()
@@ -196,7 +197,7 @@ func (m *MultiLock) Context(parent context.Context) (context.Context, context.Ca
 		return doneContext(ErrNilContext)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	if m == nil {
+	if m == nil || len(m.locks) == 0 { // nil or zero: holds nothing
 		cancel(ErrNotHeld)
 		return ctx, func() {}
 	}

@@ -437,6 +437,9 @@ func (l *Lock) applyRenewal(x renewResult) {
 	switch {
 	case x.err != nil || x.out == extendUndecided:
 		l.lastErr = x.err
+		if x.out == extendUnknown {
+			l.leaseUnknownLocked()
+		}
 		// Retry soon, but not in a tight loop against a failing server.
 		l.renewAt = time.Now().Add(max(l.ttl/10, time.Millisecond))
 	case x.out == extendLate:

@@ -518,8 +518,9 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 	slack := l.setSlack(drift(first))
 	err := l.confirm(ctx, time.Now())
 	if err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(l.Err(), ErrNotReplicated) {
-		// Not known: the Lock keeps the bound of the last attempt.
-		l.setSlack(slack)
+		// Not known: the Lock keeps the bound of the last attempt, and the
+		// raised guard of a confirmation that may have landed.
+		l.raiseSlack(slack)
 		s.c.track(l)
 	}
 	return s.confirmedHandoff(r, l, err)
@@ -582,9 +583,20 @@ func (s *single) extend(ctx context.Context, l *Lock, ttl time.Duration) (extend
 	cmd, acked := s.ack.run(ctx, s.rdb, ext, ext.evalsha(l.kind.holdKeys(l.names), l.token, ttl.Milliseconds()))
 	v, err := cmd.Int64()
 	if err != nil {
-		return extendGone, err
+		return failedExtend(err), err
 	}
 	return extendReply(v, acked), nil
+}
+
+// failedExtend is the outcome of an extend or renewal that failed with
+// err: extendUnknown unless Redis itself answered with an error, when the
+// script did not run.
+func failedExtend(err error) extendOutcome {
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return extendGone
+	}
+	return extendUnknown
 }
 
 // extendReply reads the extend script's reply.
@@ -674,6 +686,9 @@ func pipelineExtend(ctx context.Context, rdb redis.UniversalClient, batch []*Loc
 		}
 		v, err := cmd.Int64()
 		res[i].out, res[i].err = extendReply(v, true), err
+		if err != nil {
+			res[i].out = failedExtend(err)
+		}
 	}
 	return res, wait
 }
