@@ -93,6 +93,7 @@ func readLines(r io.Reader) (<-chan string, <-chan struct{}) {
 	lines, eof := make(chan string, 4), make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, maxLinkLine)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}

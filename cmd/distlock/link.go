@@ -45,6 +45,13 @@ const (
 	execCmd   = "__exec"
 )
 
+// maxLinkLine bounds a line between runner and keeper. The keeper's
+// "locked FENCES TOKENS" grows with the KEYs, about 40 bytes each: past
+// bufio.Scanner's default 64 KiB (some 1,650 KEYs) the runner would take it
+// for the keeper's EOF. COMMAND's environment bounds the KEYs anyway (a
+// variable is at most 128 KiB on Linux), far below this.
+const maxLinkLine = 16 << 20
+
 // keeperWait bounds how long the runner waits for its keeper to exit once
 // it has nothing left to do (its release has its own 5s timeout).
 const keeperWait = 15 * time.Second
@@ -84,6 +91,7 @@ func startKeeper(name string, args []string) (*keeperLink, error) {
 	k := &keeperLink{cmd: cmd, to: to, lines: make(chan string, 4), eof: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(from)
+		sc.Buffer(nil, maxLinkLine)
 		for sc.Scan() {
 			k.lines <- sc.Text()
 		}

@@ -402,3 +402,29 @@ func TestRunModeUsage(t *testing.T) {
 		})
 	}
 }
+
+// `distlock run` takes every KEY however many there are: the keeper's
+// "locked FENCES TOKENS" line grows with them (about 40 bytes each), and
+// past 64 KiB, some 1,650 KEYs, the runner's line reader (bufio.Scanner's
+// default limit) took it for the keeper's EOF: distlock waited 15 s,
+// killed its keeper, said "the lock keeper died", exited 69 without
+// running COMMAND and left every key held until its TTL.
+func TestRunThousandsOfKeys(t *testing.T) {
+	env, _, srv := server(t)
+	const n = 2000
+	args := []string{"run", "--ttl", "5s"}
+	for i := range n {
+		args = append(args, fmt.Sprintf("key%d", i))
+	}
+	args = append(args, "--", "sh", "-c", `echo "ran $(echo $DISTLOCK_FENCE | wc -w)"`)
+	p := startDL(t, t.TempDir(), env, args...)
+	code := p.wait(t, 60*time.Second)
+	if code != 0 || strings.TrimSpace(p.stdout.String()) != fmt.Sprintf("ran %d", n) {
+		t.Fatalf("%d keys: exit %d, stdout %q, stderr %q; want 0 and COMMAND run with %d fences",
+			n, code, p.stdout.String(), p.stderr.String(), n)
+	}
+	keys, err := srv.Client(t).Keys(ctxT(t, 5*time.Second), "*{key*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("after the run, %d lock keys left in Redis (%v), e.g. %q", len(keys), err, keys[:min(len(keys), 3)])
+	}
+}
