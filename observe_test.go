@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // recorder is an Observer that keeps every event; its Link is the key of
@@ -207,5 +210,50 @@ func TestHealthyQuorumReportsNoNodeErrors(t *testing.T) {
 	}
 	if e, found := rec.find(distlock.EventNodeError, nil); found {
 		t.Fatalf("a healthy quorum reported node %d failed: %v", e.Node, e.Err)
+	}
+}
+
+// EventRenewal's Lag (distlock.renewal.lag) is how late a batch went out,
+// not when its answer came back: with a 300 ms round trip, batches sent
+// on time reported lags of 300 ms and more, which operators read as a
+// renewer that cannot keep up.
+func TestRenewalLagExcludesTheRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	p := faultproxy.Start(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	rec := &recorder{}
+	c := distlock.New(rdb, distlock.WithObserver(rec))
+	t.Cleanup(func() { c.Close() })
+	ctx := ctxT(t, 20*time.Second)
+	l, err := c.TryLock(ctx, "lag", distlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, 3*time.Second); err != nil { // caches the renewal's script
+		t.Fatal(err)
+	}
+	p.SetLatency(150 * time.Millisecond)
+	var lags []time.Duration
+	waitFor(t, 8*time.Second, "two renewals", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		lags = lags[:0]
+		for _, e := range rec.events {
+			if e.Kind == distlock.EventRenewal {
+				lags = append(lags, e.Lag)
+			}
+		}
+		return len(lags) >= 2
+	})
+	p.SetLatency(0)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lags %v", lags)
+	for _, lag := range lags {
+		if lag >= 150*time.Millisecond {
+			t.Fatalf("renewal lags %v with a 300 ms round trip: batches sent on time reported late by it", lags)
+		}
 	}
 }

@@ -330,13 +330,15 @@ func (r *renewer) takePending() []*Lock {
 // work sends renewal batches; it is the only goroutine that waits on Redis.
 func (r *renewer) work() {
 	for batch := range r.batches {
-		var due time.Time
+		// The lag is how late the batch goes out: taken before the
+		// round trip, which says nothing about the renewer.
+		var lag time.Duration
 		if r.obs != nil {
-			due = firstDue(batch)
+			lag = time.Since(firstDue(batch))
 		}
 		res := r.b.renew(batch)
 		if r.obs != nil {
-			r.observe(res, time.Since(due))
+			r.observe(res, lag)
 		}
 		select {
 		case r.results <- res:
