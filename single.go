@@ -121,9 +121,14 @@ type call struct {
 
 // start starts a call: a lock this Client waited for lately is likely
 // held, so the call lines up in the same request that asks, if its
-// subscription is still there; a fair call always lines up. The line entry
-// is built only then: a Client that waited for some lock once keeps its
-// notifier, and its calls on other keys, mostly free, need no entry.
+// subscription is still there. The line entry is built only then: a Client
+// that waited for some lock once keeps its notifier, and its calls on other
+// keys, mostly free, need no entry. A fair call lines up whenever it is
+// not free; one whose subscription is not there first asks as a fair
+// TryLock does (modeFairTry), which takes a free lock only with nobody in
+// line: it would otherwise wait for the subscription before it asked at
+// all, up to liveWait for a free lock when the subscription cannot be
+// confirmed.
 func (q *call) start(ctx context.Context) {
 	r := q.r
 	q.n = q.s.c.existingNotifier()
@@ -139,7 +144,7 @@ func (q *call) start(ctx context.Context) {
 	if q.w != nil || r.cfg.fair {
 		q.lineUp(ctx)
 	}
-	if r.cfg.fair {
+	if r.cfg.fair && (q.w != nil || r.kind.shared) {
 		q.mode = modeFair
 	}
 }
@@ -235,6 +240,9 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 	q.ended = max(q.ended, rep.ended)
 	if q.mode == modeTry {
 		q.mode = modeJoin // held: line up and wait
+		if r.cfg.fair {
+			q.mode = modeFair
+		}
 		q.lineUp(ctx)
 		return nil, -1, false, nil
 	}

@@ -704,3 +704,35 @@ func TestReconnectedSubscriptionIsNotRemade(t *testing.T) {
 		t.Errorf("a standalone Client made its reconnected subscription anew (%v): nothing failed over", e.Err)
 	}
 }
+
+// A fair Lock of a free lock with nobody in line takes it at once, even
+// when its Client's subscription cannot be confirmed (here its user may
+// not subscribe; or the pub/sub connection is reconnecting): it waited for
+// the subscription before it asked at all, a full second (liveWait), where
+// a plain Lock took the lock at once.
+func TestFairLockOfFreeLockDoesNotWaitForItsSubscription(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := ctxT(t, 30*time.Second)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "deaf", "on", ">pw", "~*", "+@all", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deafRdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "deaf", Password: "pw"})
+	defer deafRdb.Close()
+	c := distlock.New(deafRdb)
+	defer c.Close()
+	for i := range 3 {
+		start := time.Now()
+		l, err := c.Lock(ctx, "free", distlock.WithFair())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := time.Since(start)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d > 300*time.Millisecond {
+			t.Fatalf("fair Lock %d of a free lock, nobody in line, took %v", i, d)
+		}
+	}
+}
