@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime/debug"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,5 +155,84 @@ func TestQuorumExtendPastDeadlineReturnsCtxError(t *testing.T) {
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Extend with every node blackholed, its 300ms deadline passed: %v, want an error matching context.DeadlineExceeded", err)
+	}
+}
+
+// After an outage a lock with a little lease left is renewed. A call that
+// failed where it may have landed raises the next renewal's guard above
+// any lease (leaseUnknownLocked; go-redis cannot tell a refused dial from
+// a retry after a written attempt), so the first renewal once Redis is
+// back is refused and tells the lease left, and a retry goes out at once
+// if it can pass its own guard: with 350 ms of a 10 s lease left it was
+// not sent (its check asked for two drift margins, 204 ms, more than the
+// retry needs) and the lock was lost.
+func TestRenewedAfterAnOutageWithLittleLeaseLeft(t *testing.T) {
+	t.Run("no retries", func(t *testing.T) { outageWithLittleLeaseLeft(t, -1) })
+	// go-redis' default: 3 retries.
+	t.Run("default retries", func(t *testing.T) { outageWithLittleLeaseLeft(t, 0) })
+}
+
+func outageWithLittleLeaseLeft(t *testing.T, maxRetries int) {
+	const ttl = 10 * time.Second
+	srv := redistest.Start(t)
+	ctx := ctxT(t, 30*time.Second)
+	p := faultproxy.Start(t, srv.Addr)
+	// A port that refuses connections: Redis is down, as far as the
+	// Client can tell.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	ln.Close()
+	var down atomic.Bool
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: maxRetries,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			if down.Load() {
+				return d.DialContext(ctx, network, refused)
+			}
+			return d.DialContext(ctx, network, addr)
+		}})
+	c := distlock.New(rdb)
+	t.Cleanup(func() {
+		c.Close()
+		rdb.Close()
+	})
+	admin := srv.Client(t)
+
+	l, err := c.TryLock(ctx, "outage-ends", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, ttl); err != nil { // loads the extend script
+		t.Fatal(err)
+	}
+
+	// The outage: every connection breaks, and no new one can be made.
+	down.Store(true)
+	p.ResetAll()
+	time.Sleep(100 * time.Millisecond)
+	if err := l.Extend(ctx, ttl); err == nil {
+		t.Fatal("Extend succeeded while Redis refused connections")
+	}
+	failed := time.Now()
+	// The failure schedules the next renewal ttl/10 later. The outage
+	// lasts until then and has eaten the lease down to ~350 ms by the time
+	// that renewal reaches Redis (what PEXPIRE stands in for here).
+	left := ttl/10 + 350*time.Millisecond - time.Since(failed)
+	if err := admin.PExpire(ctx, "distlock:{outage-ends}", left).Err(); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(false)
+
+	time.Sleep(ttl/10 + 800*time.Millisecond - time.Since(failed))
+	if err := l.Err(); err != nil {
+		pttl, _ := admin.PTTL(ctx, "distlock:{outage-ends}").Result()
+		t.Fatalf("the lock was lost once Redis was back, with its lease alive (lease now %v): %v", pttl, err)
+	}
+	pttl, err := admin.PTTL(ctx, "distlock:{outage-ends}").Result()
+	if err != nil || pttl < ttl/2 {
+		t.Fatalf("the lease was not renewed after the outage: PTTL %v, %v", pttl, err)
 	}
 }

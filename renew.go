@@ -461,15 +461,18 @@ func (l *Lock) applyRenewal(x renewResult) {
 // known within one round trip, replaces the one the lock had, which may
 // have been far looser (a grant handed over after a long wait) or far later
 // than the lease Redis has (a restart from a snapshot brought back an older,
-// shorter one). A retry, whose guard is then that round trip, goes out at
-// once if it can still pass. Otherwise the lock runs out, and is lost at
-// the new bound.
+// shorter one). A retry, whose guard is then slack plus drift, goes out at
+// once if it can still pass: it finds about a round trip (slack) less
+// lease than the refusal did. Otherwise the lock runs out, and is lost at
+// the new bound. (A renewal after a call that may have landed is always
+// refused, leaseUnknownLocked: after an outage a lock then needs this
+// second round trip to be renewed.)
 func (l *Lock) lateRenewalLocked(x renewResult) {
 	l.lastErr = x.failure()
 	l.valid = x.start.Add(x.left - drift(l.ttl))
 	l.slack = time.Since(x.start) + drift(l.ttl)
 	l.renewAt = l.valid
-	if x.left > 2*(l.slack+drift(l.ttl)) {
+	if x.left > 2*l.slack {
 		l.renewAt = time.Now()
 	}
 }
