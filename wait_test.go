@@ -589,13 +589,9 @@ func TestUnheardWaiterAsksEverySecond(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := ctxT(t, 30*time.Second)
-	if err := admin.Do(ctx, "ACL", "SETUSER", "deaf", "on", ">pw", "~*", "+@all", "resetchannels").Err(); err != nil {
-		t.Fatal(err)
-	}
 	holder := distlock.New(srv.Client(t))
 	defer holder.Close()
-	deafRdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "deaf", Password: "pw"})
-	defer deafRdb.Close()
+	deafRdb := aclUser(t, ctx, srv, "deaf", "resetchannels") // may not subscribe
 	waiter := distlock.New(deafRdb)
 	defer waiter.Close()
 	if _, err := holder.TryLock(ctx, "unheard", distlock.WithTTL(30*time.Second)); err != nil {
@@ -651,12 +647,8 @@ func TestReconnectedSubscriptionIsNotRemade(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := ctxT(t, 60*time.Second)
-	if err := admin.Do(ctx, "ACL", "SETUSER", "w", "on", ">pw", "~*", "&*", "+@all").Err(); err != nil {
-		t.Fatal(err)
-	}
 	rec := &recorder{}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "w", Password: "pw"})
-	defer rdb.Close()
+	rdb := aclUser(t, ctx, srv, "w", "&*")
 	waiter := distlock.New(rdb, distlock.WithObserver(rec))
 	defer waiter.Close()
 	holder := distlock.New(srv.Client(t))
@@ -712,13 +704,8 @@ func TestReconnectedSubscriptionIsNotRemade(t *testing.T) {
 // a plain Lock took the lock at once.
 func TestFairLockOfFreeLockDoesNotWaitForItsSubscription(t *testing.T) {
 	srv := redistest.Start(t)
-	admin := srv.Client(t)
 	ctx := ctxT(t, 30*time.Second)
-	if err := admin.Do(ctx, "ACL", "SETUSER", "deaf", "on", ">pw", "~*", "+@all", "resetchannels").Err(); err != nil {
-		t.Fatal(err)
-	}
-	deafRdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "deaf", Password: "pw"})
-	defer deafRdb.Close()
+	deafRdb := aclUser(t, ctx, srv, "deaf", "resetchannels") // may not subscribe
 	c := distlock.New(deafRdb)
 	defer c.Close()
 	for i := range 3 {
@@ -735,4 +722,21 @@ func TestFairLockOfFreeLockDoesNotWaitForItsSubscription(t *testing.T) {
 			t.Fatalf("fair Lock %d of a free lock, nobody in line, took %v", i, d)
 		}
 	}
+}
+
+// aclUser makes a Redis user name on srv with every command and key and
+// the extra rules, and returns a client of srv as that user, closed when
+// the test ends.
+func aclUser(t *testing.T, ctx context.Context, srv *redistest.Server, name string, rules ...string) *redis.Client {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", name, "on", ">pw", "~*", "+@all"}
+	for _, r := range rules {
+		args = append(args, r)
+	}
+	if err := srv.Client(t).Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: name, Password: "pw"})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
 }
