@@ -201,9 +201,9 @@ func TestAPIZeroClientDoesNotPanic(t *testing.T) {
 // ErrNotHeld; a zero MultiLock's Lost blocks for ever, where a nil one's is
 // closed and its Release says ErrNotHeld (it holds nothing), and its Err
 // was nil and its Context live, as if it held every lock; and a nil
-// *Leadership panics in the methods it gets from *Lock (Release, Extend,
+// *Leadership panicked in the methods it got from *Lock (Release, Extend,
 // TTL, Lost, Err, Context, Fence), while its own Proclaim and Resign
-// return ErrNotHeld.
+// returned ErrNotHeld.
 func TestAPIZeroHoldsDoNotPanicOrHang(t *testing.T) {
 	ctx := ctxT(t, 5*time.Second)
 	var l distlock.Lock
@@ -238,6 +238,26 @@ func TestAPIZeroHoldsDoNotPanicOrHang(t *testing.T) {
 	defer cancel()
 	if !errors.Is(context.Cause(mctx), distlock.ErrNotHeld) {
 		t.Errorf("zero MultiLock.Context: cause %v; want ErrNotHeld", context.Cause(mctx))
+	}
+	var ld *distlock.Leadership // a failed Campaign's
+	leadership := []struct {
+		name string
+		f    func() error
+	}{
+		{"Release", func() error { return ld.Release(ctx) }},
+		{"Extend", func() error { return ld.Extend(ctx, time.Second) }},
+		{"TTL", func() error { _, err := ld.TTL(ctx); return err }},
+		{"Err", ld.Err},
+		{"Lost", func() error { <-ld.Lost(); return distlock.ErrNotHeld }},
+		{"Context", func() error { c, stop := ld.Context(ctx); defer stop(); return context.Cause(c) }},
+		{"Fence", func() error { _ = ld.Fence() + int64(len(ld.Key()+ld.Token())); return distlock.ErrNotHeld }},
+		{"Resign", func() error { return ld.Resign(ctx) }},
+		{"Proclaim", func() error { return ld.Proclaim(ctx, "v") }},
+	}
+	for _, call := range leadership {
+		if err := apiEdgeCall(call.f); !errors.Is(err, distlock.ErrNotHeld) {
+			t.Errorf("nil Leadership.%s: %v; want ErrNotHeld", call.name, err)
+		}
 	}
 }
 

@@ -39,6 +39,48 @@ type Leadership struct {
 	e *Election
 }
 
+// The methods of *Lock again, so that a nil *Leadership (the result of a
+// failed Campaign) answers as a nil *Lock does, ErrNotHeld, where the
+// promoted methods would dereference it and panic.
+
+func (l *Leadership) lock() *Lock {
+	if l == nil {
+		return nil
+	}
+	return l.Lock
+}
+
+// Key is Lock.Key.
+func (l *Leadership) Key() string { return l.lock().Key() }
+
+// Token is Lock.Token.
+func (l *Leadership) Token() string { return l.lock().Token() }
+
+// Fence is Lock.Fence: the term.
+func (l *Leadership) Fence() int64 { return l.lock().Fence() }
+
+// Release is Lock.Release; Resign says it better.
+func (l *Leadership) Release(ctx context.Context) error { return l.lock().Release(ctx) }
+
+// Extend is Lock.Extend.
+func (l *Leadership) Extend(ctx context.Context, ttl time.Duration) error {
+	return l.lock().Extend(ctx, ttl)
+}
+
+// TTL is Lock.TTL.
+func (l *Leadership) TTL(ctx context.Context) (time.Duration, error) { return l.lock().TTL(ctx) }
+
+// Lost is Lock.Lost: closed when the leadership ends.
+func (l *Leadership) Lost() <-chan struct{} { return l.lock().Lost() }
+
+// Err is Lock.Err.
+func (l *Leadership) Err() error { return l.lock().Err() }
+
+// Context is Lock.Context: cancelled when the leadership ends.
+func (l *Leadership) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	return l.lock().Context(parent)
+}
+
 // NewElection returns the election name. It returns ErrInvalidKey for a
 // bad name, ErrInvalidOption on a quorum Client, and ErrClosed or
 // ErrNilClient.
