@@ -169,9 +169,12 @@ func (m *MultiLock) release(ctx context.Context, l *Lock) error {
 	return nil
 }
 
+// none reports a nil or zero MultiLock, which holds nothing.
+func (m *MultiLock) none() bool { return m == nil || m.lost == nil }
+
 // Lost returns a channel that is closed when any of the locks is lost.
 func (m *MultiLock) Lost() <-chan struct{} {
-	if m == nil || m.lost == nil { // nil or zero: holds nothing
+	if m.none() {
 		return closedChan
 	}
 	return m.lost
@@ -181,7 +184,7 @@ func (m *MultiLock) Lost() <-chan struct{} {
 // loss's cause (matching ErrLost, naming the lock); ErrNotHeld for a zero
 // MultiLock.
 func (m *MultiLock) Err() error {
-	if m == nil || m.lost == nil { // nil or zero: holds nothing
+	if m.none() {
 		return ErrNotHeld
 	}
 	m.mu.Lock()
@@ -197,7 +200,7 @@ func (m *MultiLock) Context(parent context.Context) (context.Context, context.Ca
 		return doneContext(ErrNilContext)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	if m == nil || len(m.locks) == 0 { // nil or zero: holds nothing
+	if m.none() {
 		cancel(ErrNotHeld)
 		return ctx, func() {}
 	}
