@@ -68,6 +68,9 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = fmt.Errorf("%w: key prefix %q: on a Cluster a '{' in it must open a non-empty hash tag that closes within the prefix", ErrInvalidOption, cfg.prefix)
 	default:
 		c.broken = cfg.ack.validate()
+		if c.broken == nil {
+			c.broken = cfg.ack.fits(rdb)
+		}
 	}
 	c.deadlines = honoursDeadlines(rdb)
 	c.adminDeadlines = c.deadlines

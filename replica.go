@@ -20,7 +20,9 @@ type replicaAck struct {
 // The WAIT rides in the same pipeline as the script, so it costs no extra
 // round trip, only the replication delay. It needs a single-master client
 // (standalone or Sentinel failover): on a Cluster or quorum Client every
-// method returns ErrInvalidOption.
+// method returns ErrInvalidOption, as it does when timeout does not end at
+// least 200 ms before the Redis client's ReadTimeout, which would cut WAIT
+// off.
 func WithReplicaAck(replicas int, timeout time.Duration) ClientOption {
 	return func(c *clientConfig) { c.ack = replicaAck{replicas: replicas, timeout: timeout} }
 }
@@ -28,6 +30,28 @@ func WithReplicaAck(replicas int, timeout time.Duration) ClientOption {
 func (a replicaAck) validate() error {
 	if a != (replicaAck{}) && (a.replicas < 1 || a.timeout < time.Millisecond) {
 		return fmt.Errorf("%w: WithReplicaAck needs replicas ≥ 1 and a timeout ≥ 1ms", ErrInvalidOption)
+	}
+	return nil
+}
+
+// waitLate is how much later than its timeout Redis may answer a WAIT
+// (it times blocked clients out on its cron, every 100 ms by default) plus
+// a round trip.
+const waitLate = 200 * time.Millisecond
+
+// fits reports ErrInvalidOption when rdb would cut a WAIT off before its
+// timeout: go-redis reads a pipeline's replies under the client's
+// ReadTimeout, then retries the pipeline, running the script again, and
+// the call fails with a timeout, not ErrNotReplicated, after MaxRetries+1
+// ReadTimeouts.
+func (a replicaAck) fits(rdb redis.UniversalClient) error {
+	r, ok := rdb.(*redis.Client)
+	if a.replicas == 0 || !ok || r == nil {
+		return nil
+	}
+	if rt := r.Options().ReadTimeout; rt > 0 && a.timeout+waitLate > rt {
+		return fmt.Errorf("%w: WithReplicaAck's timeout %v must be at least %v below the Redis client's ReadTimeout %v",
+			ErrInvalidOption, a.timeout, waitLate, rt)
 	}
 	return nil
 }

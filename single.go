@@ -508,9 +508,13 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 	if left = min(left, r.cfg.ttl); sent.Add(left).After(start.Add(lease)) {
 		start, lease = sent, left
 	}
-	if r.cfg.noRenew && lease < r.cfg.ttl {
+	noAck := s.ack == (replicaAck{})
+	if r.cfg.noRenew && (lease < r.cfg.ttl || !noAck) {
+		// Under WithReplicaAck the Extend is the confirmation that WAITs
+		// for the replicas (confirm only reads the lease of a lock that is
+		// not renewed).
 		l := newLock(s.c, r, fence, start, lease)
-		return s.confirmedHandoff(r, l, l.Extend(ctx, r.cfg.ttl))
+		return s.confirmedHandoff(ctx, r, l, l.Extend(ctx, r.cfg.ttl))
 	}
 	l := untrackedLock(s.c, r, fence, start, lease)
 	// On a Cluster a grant known only from its notice is confirmed: a
@@ -519,30 +523,42 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 	// grants that the master, whose count missed it, never made. (Elsewhere
 	// the script keeps the notice off the replication stream.)
 	heardOnly := sent.IsZero() && s.c.cluster
-	if !heardOnly && time.Until(l.validUntil()) > first/2 && s.ack == (replicaAck{}) {
+	if !heardOnly && time.Until(l.validUntil()) > first/2 && noAck {
 		s.c.track(l)
 		return l, nil
 	}
 	slack := l.setSlack(drift(first))
 	err := l.confirm(ctx, time.Now())
-	if err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(l.Err(), ErrNotReplicated) {
+	if err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(l.Err(), ErrNotReplicated) && noAck {
 		// Not known: the Lock keeps the bound of the last attempt, and the
-		// raised guard of a confirmation that may have landed.
+		// raised guard of a confirmation that may have landed. (Under
+		// WithReplicaAck, confirmedHandoff gives it back: no replica is
+		// known to have it.)
 		l.raiseSlack(slack)
 		s.c.track(l)
 	}
-	return s.confirmedHandoff(r, l, err)
+	return s.confirmedHandoff(ctx, r, l, err)
 }
 
 // confirmedHandoff is handedOver's result for l after its confirmation
 // returned err.
-func (s *single) confirmedHandoff(r *request, l *Lock, err error) (*Lock, error) {
+func (s *single) confirmedHandoff(ctx context.Context, r *request, l *Lock, err error) (*Lock, error) {
 	switch {
 	case errors.Is(l.Err(), ErrNotReplicated):
 		s.abandon(r)
 		return nil, fmt.Errorf("distlock: acquire %q: %w", r.key, ErrNotReplicated)
 	case errors.Is(err, ErrNotHeld):
 		return nil, nil
+	case err != nil && s.ack != (replicaAck{}):
+		// The confirmation, and its WAIT, did not answer (ctx ended, or
+		// Redis failed): no replica is known to have the grant, which a
+		// promoted one might give to someone else. Give it back.
+		l.end(lost, notReplicatedCause)
+		s.abandon(r)
+		if ctx.Err() != nil {
+			return nil, notObtained(r.key, ctx.Err())
+		}
+		return nil, fmt.Errorf("distlock: acquire %q: %w", r.key, err)
 	}
 	return l, nil
 }

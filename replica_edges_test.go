@@ -1,0 +1,145 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// A lock handed to a waiter under WithReplicaAck must be acknowledged by the
+// replicas before Lock returns it (docs/deployments.md: "the waiter's Lock
+// confirms it (an extend and WAIT, one more round trip) before it returns;
+// unacknowledged, the grant is given back and Lock returns
+// ErrNotReplicated"), also for a waiter that asked WithoutRenewal with a TTL
+// of at most the first handoff lease (2 s).
+func TestReplicaAckHandoffWithoutRenewal(t *testing.T) {
+	master := redistest.Start(t)
+	replica := master.StartReplica(t)
+	rdb := master.Client(t)
+	ack := distlock.WithReplicaAck(1, 200*time.Millisecond)
+	a, b := distlock.New(rdb, ack), distlock.New(master.Client(t), ack)
+	defer a.Close()
+	defer b.Close()
+	ctx := ctxT(t, 10*time.Second)
+	held, err := a.TryLock(ctx, "payment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, b, "payment", distlock.WithoutRenewal(), distlock.WithTTL(time.Second))
+	waitFor(t, 2*time.Second, "the waiter to line up", func() bool { return rdb.LLen(ctx, "distlock:{payment}:line").Val() == 1 })
+	replica.Signal(syscall.SIGSTOP) // the replica stops acknowledging
+	defer replica.Signal(syscall.SIGCONT)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err == nil {
+			t.Fatalf("handoff with a stalled replica returned a lock (fence %d), want ErrNotReplicated", r.l.Fence())
+		}
+		if !errors.Is(r.err, distlock.ErrNotReplicated) {
+			t.Fatalf("handoff with a stalled replica: %v, want ErrNotReplicated", r.err)
+		}
+	case <-time.After(5 * time.Second): // 200ms WAIT (on Redis' 100ms cron) and two round trips
+		t.Fatal("the waiter's Lock did not return")
+	}
+	waitFor(t, 3*time.Second, "the unacknowledged grant to be given back", func() bool {
+		return rdb.Exists(ctx, "distlock:{payment}").Val() == 0
+	})
+}
+
+// A waiter whose deadline comes while the replicas are asked to acknowledge
+// its handoff (WAIT outlasts the deadline) must not get the lock: nothing
+// acknowledged the grant. Lock returned a held Lock, with a nil error,
+// after its context had ended.
+func TestReplicaAckHandoffDeadlineDuringWait(t *testing.T) {
+	master := redistest.Start(t)
+	replica := master.StartReplica(t)
+	rdb := master.Client(t)
+	const ackTimeout = 2500 * time.Millisecond // below go-redis' 5 s ReadTimeout
+	ack := distlock.WithReplicaAck(1, ackTimeout)
+	a, b := distlock.New(rdb, ack), distlock.New(master.Client(t), ack)
+	defer a.Close()
+	defer b.Close()
+	ctx := ctxT(t, 20*time.Second)
+	held, err := a.TryLock(ctx, "payment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait = 1500 * time.Millisecond
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	deadline, _ := wctx.Deadline()
+	got := acquireAsync(wctx, b, "payment")
+	waitFor(t, time.Second, "the waiter to line up", func() bool { return rdb.LLen(ctx, "distlock:{payment}:line").Val() == 1 })
+	if left := time.Until(deadline); left < 600*time.Millisecond {
+		t.Fatalf("the waiter lined up only %v before its deadline: machine too slow for this test", left)
+	}
+	replica.Signal(syscall.SIGSTOP) // the replica stops acknowledging
+	defer replica.Signal(syscall.SIGCONT)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err == nil {
+			t.Fatalf("Lock returned a lock (fence %d) %v after its deadline, though no replica acknowledged the handoff (WAIT %v)",
+				r.l.Fence(), r.at.Sub(deadline).Round(time.Millisecond), ackTimeout)
+		}
+		if !errors.Is(r.err, distlock.ErrNotReplicated) &&
+			!(errors.Is(r.err, distlock.ErrNotObtained) && errors.Is(r.err, context.DeadlineExceeded)) {
+			t.Fatalf("Lock: %v, want ErrNotReplicated or ErrNotObtained and the deadline", r.err)
+		}
+	case <-time.After(wait + 3*time.Second):
+		t.Fatal("the waiter's Lock did not return")
+	}
+	waitFor(t, 4*time.Second, "the unacknowledged grant to be given back", func() bool {
+		return rdb.Exists(ctx, "distlock:{payment}").Val() == 0
+	})
+}
+
+// WithReplicaAck(n, timeout) waits for the replicas "for at most timeout",
+// and an acquire they do not acknowledge returns ErrNotReplicated. go-redis
+// reads a pipeline's replies under its ReadTimeout, so a WAIT longer than
+// that was cut off, the pipeline resent (running the acquire script again),
+// and the acquire failed with an i/o timeout after MaxRetries+1
+// ReadTimeouts. Such a Client now refuses every call with ErrInvalidOption;
+// one whose timeout fits answers ErrNotReplicated within it.
+func TestReplicaAckTimeoutAboveReadTimeout(t *testing.T) {
+	master := redistest.Start(t)
+	replica := master.StartReplica(t)
+	opts := master.Options()
+	opts.ReadTimeout = 400 * time.Millisecond
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx := ctxT(t, 15*time.Second)
+	tooLong := distlock.New(rdb, distlock.WithReplicaAck(1, 800*time.Millisecond))
+	defer tooLong.Close()
+	if _, err := tooLong.TryLock(ctx, "stalled"); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("TryLock with a WAIT of 800ms over a ReadTimeout of 400ms: %v, want ErrInvalidOption", err)
+	}
+	const ackTimeout = 150 * time.Millisecond
+	c := distlock.New(rdb, distlock.WithReplicaAck(1, ackTimeout))
+	defer c.Close()
+	replica.Signal(syscall.SIGSTOP) // the replica stops acknowledging
+	defer replica.Signal(syscall.SIGCONT)
+	start := time.Now()
+	_, err := c.TryLock(ctx, "stalled")
+	took := time.Since(start)
+	if !errors.Is(err, distlock.ErrNotReplicated) {
+		t.Errorf("TryLock with a stalled replica after %v: %v, want ErrNotReplicated", took.Round(time.Millisecond), err)
+	}
+	if limit := ackTimeout + time.Second; took > limit { // WAIT ends on Redis' 100 ms cron
+		t.Errorf("TryLock took %v, WithReplicaAck's timeout is %v", took.Round(time.Millisecond), ackTimeout)
+	}
+	mc := master.Client(t)
+	waitFor(t, 3*time.Second, "the unacknowledged grant to be given back", func() bool {
+		return mc.Exists(ctx, "distlock:{stalled}").Val() == 0
+	})
+}
