@@ -79,7 +79,9 @@ func describeHolder(in distlock.LockInfo, n int) (string, []slog.Attr, bool) {
 		fmt.Fprintf(&b, "is held (fence %d", in.Fence)
 	}
 	if in.Meta != "" {
-		b.WriteString(", " + in.Meta)
+		// Written by any holder: no control characters to the terminal,
+		// as in status (the JSON attribute is escaped by its encoder).
+		b.WriteString(", " + printable(in.Meta))
 	}
 	if !in.Since.IsZero() {
 		b.WriteString(", for " + time.Since(in.Since).Round(time.Second).String())

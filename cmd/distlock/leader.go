@@ -156,7 +156,12 @@ func watchLeader(cfg *leaderConfig, conn *connection, e *distlock.Election, stdo
 		} else {
 			line = []byte(now.Format("2006-01-02 15:04:05") + "  " + leaderText(cfg.name, l, false))
 		}
-		_, err := stdout.Write(append(line, '\n'))
+		// Apart: a stdout that takes no writes must not keep a signal
+		// from ending the watch.
+		_, err := interruptible{ctx, stdout}.Write(append(line, '\n'))
+		if ctx.Err() != nil {
+			return exitOK
+		}
 		if errors.Is(err, syscall.EPIPE) {
 			return exitOK // the reader is gone: nothing left to do
 		}

@@ -118,6 +118,11 @@ func cmdRelease(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "distlock release: nothing released: %v\n", strings.TrimPrefix(err.Error(), "distlock: "))
 		return exitNone
+	case errors.Is(err, distlock.ErrInvalidKey):
+		// A name no lock can have here (on a Cluster, one whose key would
+		// have no hash tag): free, as status says, not a Redis error.
+		fmt.Fprintf(stderr, "distlock release: nothing released: %v\n", strings.TrimPrefix(err.Error(), "distlock: "))
+		return exitNone
 	case err != nil:
 		return fail(stderr, "release", conn.redisError(err), exitRedis)
 	}

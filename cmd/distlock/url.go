@@ -229,7 +229,7 @@ func parseSentinel(scheme, rest string) (*target, error) {
 	}
 	// go-redis reads the URL's userinfo as the Sentinels' credentials; ours
 	// are the master's, which is what users of a plain URL expect.
-	o, err := redis.ParseFailoverURL(goRedisURL(strings.HasPrefix(scheme, "rediss"), "", hosts, dbPath, q))
+	o, err := redis.ParseFailoverURL(goRedisURL(isTLSScheme(scheme), "", hosts, dbPath, q))
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +261,7 @@ func parseCluster(scheme, rest string) (*target, error) {
 	if _, _, err := userPassword(userinfo); err != nil {
 		return nil, err
 	}
-	o, err := redis.ParseClusterURL(goRedisURL(strings.HasPrefix(scheme, "rediss"), userinfo, hosts, "", q))
+	o, err := redis.ParseClusterURL(goRedisURL(isTLSScheme(scheme), userinfo, hosts, "", q))
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +274,13 @@ func parseCluster(scheme, rest string) (*target, error) {
 	o.ContextTimeoutEnabled = true
 	o.DialerRetries = dialerRetries(o.DialerRetries)
 	return &target{cluster: o}, nil
+}
+
+// isTLSScheme tells whether a Sentinel or Cluster scheme, matched without
+// regard to case as parseTarget matches it, asks for TLS: REDISS-SENTINEL://
+// spoke plain text, password included.
+func isTLSScheme(scheme string) bool {
+	return strings.HasPrefix(strings.ToLower(scheme), "rediss")
 }
 
 // intOptions bounds the integer options that go-redis reads from a URL

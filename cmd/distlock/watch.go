@@ -30,8 +30,15 @@ func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) 
 	// A closed stdout (`| head`) gives EPIPE, which ends the watch quietly,
 	// instead of killing distlock with SIGPIPE.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// While Redis is down nothing is written off a terminal, so a write
+	// would not tell that the reader is gone: watched for, as by leader.
+	gone, stopWatching := readerGone(stdout)
+	defer stopWatching()
 
 	v := newWatchView(cfg, stdout)
+	// A stdout that takes no writes (a terminal stopped with Ctrl-S, a
+	// reader that does not read) must not keep a signal from ending it.
+	v.w = interruptible{ctx, stdout}
 	tick := time.NewTicker(cfg.interval)
 	defer tick.Stop()
 	down := false // the last refresh failed on Redis
@@ -58,6 +65,9 @@ func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) 
 			down = false
 			werr = v.show(now, infos, free)
 		}
+		if ctx.Err() != nil {
+			return exitOK // a signal, maybe during a write stdout did not take
+		}
 		if errors.Is(werr, syscall.EPIPE) {
 			return exitOK // the reader is gone: nothing left to do
 		}
@@ -67,8 +77,36 @@ func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) 
 		select {
 		case <-ctx.Done():
 			return exitOK
+		case <-gone:
+			return exitOK // the reader is gone: nothing left to do
 		case <-tick.C:
 		}
+	}
+}
+
+// interruptible writes to w apart, so that the end of ctx (a signal) ends a
+// write that w does not take; the write is then left behind, as distlock
+// exits.
+type interruptible struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (iw interruptible) Write(p []byte) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := iw.w.Write(p)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-iw.ctx.Done():
+		return 0, iw.ctx.Err()
 	}
 }
 
