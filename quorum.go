@@ -256,10 +256,19 @@ func (q *quorum) attempt(ctx context.Context, r *request) (*Lock, time.Duration,
 	// otherwise stay on the node, for nobody, for its TTL. (A Release that
 	// ends the hold after this check reaches the node after this grant.)
 	// The node's counter is lifted either way, as on the other nodes. Both
-	// run in the node's call, within its bound, which Close's covers.
+	// run in the node's goroutine, which Close waits for. A call that ended
+	// at its own bound (a frozen or slow node) leaves ctx done, yet it may
+	// have landed, or land when the node resumes: its give-back gets a
+	// bound of its own, cleanupTimeout, as a Release's delete does (not
+	// once Close began, whose own bound it would outlive).
 	var top int64 // the grant's fence, once settled
 	late := func(ctx context.Context, i int, res nodeResult) {
 		<-settled
+		if ctx.Err() != nil && !q.c.closed.Load() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+		}
 		if v, _ := res.val.([]int64); won != nil && isGrant(res) && v[1] != top {
 			_ = raiseFence(ctx, q.nodes[i], r.names, token, top).Err() // as raiseFences did on the others
 		}
