@@ -32,8 +32,9 @@ type Leader struct {
 // Elected reports whether there is a leader.
 func (l Leader) Elected() bool { return l.Fence != 0 }
 
-// Leadership is a won election: a *Lock whose Lost and Context say when the
-// leadership ends. Fence is its term.
+// Leadership is a won election: a *Lock whose Context says when the
+// leadership ends (lost, or given up by Resign) and whose Lost when it is
+// lost. Fence is its term.
 type Leadership struct {
 	*Lock
 	e *Election
@@ -70,7 +71,8 @@ func (l *Leadership) Extend(ctx context.Context, ttl time.Duration) error {
 // TTL is Lock.TTL.
 func (l *Leadership) TTL(ctx context.Context) (time.Duration, error) { return l.lock().TTL(ctx) }
 
-// Lost is Lock.Lost: closed when the leadership ends.
+// Lost is Lock.Lost: closed when the leadership is lost; not by Resign
+// (Context is cancelled by both).
 func (l *Leadership) Lost() <-chan struct{} { return l.lock().Lost() }
 
 // Err is Lock.Err.
@@ -124,7 +126,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	if l == nil || l.Lock == nil {
+	if l == nil || l.Lock.none() {
 		return ErrNotHeld
 	}
 	if len(value) > maxMetadataLen {

@@ -315,6 +315,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	l.mu.Lock()
 	// Until Redis answers, the lease may already be the new one.
+	shorter := ttl < l.ttl
 	l.ttl = ttl
 	l.valid = minTime(l.valid, start.Add(ttl-drift(ttl)))
 	l.mu.Unlock()
@@ -322,6 +323,12 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 
 	out, err := detachedFunc(l.client, ctx, func(ctx context.Context) (extendOutcome, error) {
 		out, err := l.client.b.extend(ctx, l, ttl)
+		if shorter && l.kind.announce && out != extendGone && out != extendTaken {
+			// The lease may now end before the moment an election's
+			// observers read from it (Observe): they read it again.
+			b := l.client.b
+			_ = b.admin().Do(ctx, b.publish(), l.names.channel(), "e").Err()
+		}
 		return l.extended(start, out, err), err
 	})
 	if err != nil {

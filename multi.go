@@ -22,6 +22,11 @@ type MultiLock struct {
 	mu   sync.Mutex
 	err  error
 	lost chan struct{}
+	// cancels are the contexts of Context, cancelled under mu when a lock
+	// is lost, so that they are done by the time lost is closed (as a
+	// Lock's are)
+	cancels map[uint64]context.CancelCauseFunc
+	nextCtx uint64
 }
 
 // LockAll takes the locks keys, waiting for each until ctx ends. Options
@@ -92,17 +97,23 @@ func (m *MultiLock) watch() {
 		ctx, _ := l.Context(context.Background()) // ends with l
 		context.AfterFunc(ctx, func() {
 			if cause := context.Cause(ctx); errors.Is(cause, ErrLost) {
-				m.lose(fmt.Errorf("%q: %w", l.key, cause))
+				m.lose(l.key, cause)
 			}
 		})
 	}
 }
 
-func (m *MultiLock) lose(err error) {
+func (m *MultiLock) lose(key string, cause error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.err == nil {
-		m.err = err
+		m.err = fmt.Errorf("%q: %w", key, cause)
+		// The contexts first, so that they are done by the time lost is
+		// closed (see Lock.Context).
+		for _, cancel := range m.cancels {
+			cancel(cause)
+		}
+		m.cancels = nil
 		close(m.lost)
 	}
 }
@@ -161,7 +172,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 func (m *MultiLock) release(ctx context.Context, l *Lock) error {
 	err := l.Release(ctx)
 	if cause := l.Err(); errors.Is(cause, ErrLost) {
-		m.lose(fmt.Errorf("%q: %w", l.key, cause))
+		m.lose(l.key, cause)
 	}
 	if err != nil {
 		return fmt.Errorf("%q: %w", l.key, err)
@@ -180,16 +191,25 @@ func (m *MultiLock) Lost() <-chan struct{} {
 	return m.lost
 }
 
-// Err returns nil while every lock is held, and after a loss the first
-// loss's cause (matching ErrLost, naming the lock); ErrNotHeld for a zero
-// MultiLock.
+// Err returns nil while every lock is held, after a loss the first
+// loss's cause (matching ErrLost, naming the lock), ErrReleased once a lock
+// was released, and ErrNotHeld for a zero MultiLock.
 func (m *MultiLock) Err() error {
 	if m.none() {
 		return ErrNotHeld
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.err
+	err := m.err
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, l := range m.locks {
+		if cause := l.Err(); errors.Is(cause, ErrReleased) {
+			return cause
+		}
+	}
+	return nil
 }
 
 // Context returns a context derived from parent that is cancelled when any
@@ -204,6 +224,24 @@ func (m *MultiLock) Context(parent context.Context) (context.Context, context.Ca
 		cancel(ErrNotHeld)
 		return ctx, func() {}
 	}
+	// Cancelled under m.mu when a lock is lost, so that ctx is done by the
+	// time Lost is closed; forgotten as soon as it is done. (Once the set
+	// is lost, a lost lock's context below cancels it before this returns.)
+	m.mu.Lock()
+	if m.err == nil {
+		if m.cancels == nil {
+			m.cancels = map[uint64]context.CancelCauseFunc{}
+		}
+		id := m.nextCtx
+		m.nextCtx++
+		m.cancels[id] = cancel
+		context.AfterFunc(ctx, func() {
+			m.mu.Lock()
+			delete(m.cancels, id)
+			m.mu.Unlock()
+		})
+	}
+	m.mu.Unlock()
 	var stops []func()
 	for _, l := range m.locks {
 		lctx, stop := l.Context(ctx)
