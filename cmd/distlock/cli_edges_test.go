@@ -110,29 +110,7 @@ func TestStatusWatchEndsWithStdoutDuringOutage(t *testing.T) {
 	}
 	env, _, srv := server(t)
 	const interval = 100 * time.Millisecond
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary(t), "status", "--watch", "--json", "--interval", interval.String())
-	cmd.Env = append(cleanEnv(), env...)
-	cmd.Stdout = w
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	t.Cleanup(func() { r.Close() })
+	r, cmd, stderr, done := startPiped(t, env, 0, "status", "--watch", "--json", "--interval", interval.String())
 	if err := r.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -181,34 +159,7 @@ func TestStatusWatchSignalWithBlockedStdout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const pipeSize = 4096
-	const fSetPipeSz, fionread = 1031, 0x541B
-	if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), fSetPipeSz, pipeSize); e != 0 {
-		t.Fatal(e)
-	}
-	cmd := exec.Command(binary(t), "status", "--watch", "--json", "--interval", "100ms")
-	cmd.Env = append(cleanEnv(), env...)
-	cmd.Stdout = w
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	t.Cleanup(func() { r.Close() })
+	r, cmd, stderr, done := startPiped(t, env, pipeSize, "status", "--watch", "--json", "--interval", "100ms")
 	// The pipe full: the watch is blocked writing its first snapshot.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // polling another process's output
 		var n int32
@@ -246,34 +197,7 @@ func TestLeaderWatchSignalWithBlockedStdout(t *testing.T) {
 	}
 	env, c, _ := server(t)
 	ctx := ctxT(t, 30*time.Second)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const pipeSize = 4096
-	const fSetPipeSz, fionread = 1031, 0x541B
-	if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), fSetPipeSz, pipeSize); e != 0 {
-		t.Fatal(e)
-	}
-	cmd := exec.Command(binary(t), "leader", "--watch", "--json", "lw")
-	cmd.Env = append(cleanEnv(), env...)
-	cmd.Stdout = w
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	t.Cleanup(func() { r.Close() })
+	r, cmd, stderr, done := startPiped(t, env, pipeSize, "leader", "--watch", "--json", "lw")
 	e, err := c.NewElection("lw")
 	if err != nil {
 		t.Fatal(err)
@@ -322,4 +246,45 @@ func TestLeaderWatchSignalWithBlockedStdout(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, cmd.ProcessState)
 	}
+}
+
+// pipeSize is how much a stdout pipe of startPiped takes before it blocks
+// a writer; fionread asks how much is in it.
+const pipeSize, fionread = 4096, 0x541B
+
+// startPiped starts distlock args with env, its stdout a pipe whose read end
+// it returns (its capacity pipeSize when size is not 0), and done, closed
+// when the process has exited; the process is killed at cleanup.
+func startPiped(t *testing.T, env []string, size int, args ...string) (*os.File, *exec.Cmd, *lockedBuffer, <-chan struct{}) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != 0 {
+		const fSetPipeSz = 1031
+		if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), fSetPipeSz, uintptr(size)); e != 0 {
+			t.Fatal(e)
+		}
+	}
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = append(cleanEnv(), env...)
+	cmd.Stdout = w
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	t.Cleanup(func() { r.Close() })
+	return r, cmd, stderr, done
 }
