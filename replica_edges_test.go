@@ -62,7 +62,7 @@ func TestReplicaAckHandoffDeadlineDuringWait(t *testing.T) {
 	master := redistest.Start(t)
 	replica := master.StartReplica(t)
 	rdb := master.Client(t)
-	const ackTimeout = 2500 * time.Millisecond // below go-redis' 5 s ReadTimeout
+	const ackTimeout = 4500 * time.Millisecond // 200 ms and more below go-redis' 5 s ReadTimeout
 	ack := distlock.WithReplicaAck(1, ackTimeout)
 	a, b := distlock.New(rdb, ack), distlock.New(master.Client(t), ack)
 	defer a.Close()
@@ -72,7 +72,7 @@ func TestReplicaAckHandoffDeadlineDuringWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wait = 1500 * time.Millisecond
+	const wait = 3 * time.Second
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	deadline, _ := wctx.Deadline()
