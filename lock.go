@@ -514,13 +514,14 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 }
 
 // confirm asks Redis about a grant whose lease start is uncertain (a
-// handoff after a long wait): with renewal on it extends the lease,
-// otherwise it reads the lease left; the local deadline then counts from
+// handoff after a long wait): with renewal on, or extend (so that
+// WithReplicaAck's WAIT follows it), it extends the lease, otherwise it
+// reads the lease left; the local deadline then counts from
 // start, when the question was sent. It returns ErrNotHeld when the grant
 // is gone, and leaves the Lock as it was when ctx ends or Redis fails.
-func (l *Lock) confirm(ctx context.Context, start time.Time) error {
+func (l *Lock) confirm(ctx context.Context, start time.Time, extend bool) error {
 	b := l.client.b
-	if l.renew {
+	if l.renew || extend {
 		if err := l.beginLeaseCall(ctx); err != nil {
 			return err
 		}

@@ -143,3 +143,62 @@ func TestReplicaAckTimeoutAboveReadTimeout(t *testing.T) {
 		return mc.Exists(ctx, "distlock:{stalled}").Val() == 0
 	})
 }
+
+// A waiter WithoutRenewal under WithReplicaAck, handed the lock when its
+// last ask is older than its TTL, gets the lock at once: its confirmation
+// (an extend and WAIT) runs before the Lock is shown to the renewal
+// scheduler, which would take it for lost (an Extend event failing with
+// "not held", the grant dropped and asked for again).
+func TestReplicaAckShortTTLHandoffNoSpuriousLoss(t *testing.T) {
+	master := redistest.Start(t)
+	master.StartReplica(t)
+	rdb := master.Client(t)
+	ack := distlock.WithReplicaAck(1, 200*time.Millisecond)
+	obs := &queuedCounter{}
+	a := distlock.New(rdb, ack)
+	b := distlock.New(master.Client(t), ack, distlock.WithObserver(obs))
+	defer a.Close()
+	defer b.Close()
+	ctx := ctxT(t, 30*time.Second)
+	const ttl = 500 * time.Millisecond
+	bad := 0
+	for round := range 5 {
+		held, err := a.TryLock(ctx, "short", distlock.WithTTL(5*time.Second))
+		must(t, err)
+		got := acquireAsync(ctx, b, "short", distlock.WithoutRenewal(), distlock.WithTTL(ttl))
+		waitFor(t, 2*time.Second, "the waiter to line up", func() bool { return rdb.LLen(ctx, "distlock:{short}:line").Val() == 1 })
+		lined := time.Now()
+		time.Sleep(time.Until(lined.Add(ttl + 200*time.Millisecond))) // its last ask is older than its TTL (before its 1 s re-ask)
+		released := time.Now()
+		must(t, held.Release(ctx))
+		r := recv(t, got, 5*time.Second)
+		took := r.at.Sub(released)
+		obs.mu.Lock()
+		var extends []string
+		for _, e := range obs.events {
+			if e.Kind == distlock.EventExtend {
+				s := "ok"
+				if e.Err != nil {
+					s = e.Err.Error()
+				}
+				extends = append(extends, s)
+			}
+		}
+		obs.events = nil
+		obs.mu.Unlock()
+		t.Logf("round %d: handoff took %v; extend events %q", round, took.Round(time.Millisecond), extends)
+		for _, x := range extends {
+			if x != "ok" {
+				bad++
+				break
+			}
+		}
+		if r.l.Err() != nil {
+			t.Fatalf("round %d: returned lock's Err %v", round, r.l.Err())
+		}
+		must(t, r.l.Release(ctx))
+	}
+	if bad > 0 {
+		t.Errorf("%d of 5 handoffs had a failed internal Extend (the Lock was shown to the scheduler with a past deadline)", bad)
+	}
+}

@@ -509,10 +509,7 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 		start, lease = sent, left
 	}
 	noAck := s.ack == (replicaAck{})
-	if r.cfg.noRenew && (lease < r.cfg.ttl || !noAck) {
-		// Under WithReplicaAck the Extend is the confirmation that WAITs
-		// for the replicas (confirm only reads the lease of a lock that is
-		// not renewed).
+	if r.cfg.noRenew && lease < r.cfg.ttl && noAck {
 		l := newLock(s.c, r, fence, start, lease)
 		return s.confirmedHandoff(ctx, r, l, l.Extend(ctx, r.cfg.ttl))
 	}
@@ -528,7 +525,10 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 		return l, nil
 	}
 	slack := l.setSlack(drift(first))
-	err := l.confirm(ctx, time.Now())
+	// Under WithReplicaAck the confirmation extends the lease (also of a
+	// lock that is not renewed), so that WAIT follows it; untracked until
+	// it answers, as the bound from the last attempt may have passed.
+	err := l.confirm(ctx, time.Now(), !noAck)
 	if err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(l.Err(), ErrNotReplicated) && noAck {
 		// Not known: the Lock keeps the bound of the last attempt, and the
 		// raised guard of a confirmation that may have landed. (Under
