@@ -202,3 +202,45 @@ func TestReplicaAckShortTTLHandoffNoSpuriousLoss(t *testing.T) {
 		t.Errorf("%d of 5 handoffs had a failed internal Extend (the Lock was shown to the scheduler with a past deadline)", bad)
 	}
 }
+
+// WithReplicaAck refuses only a timeout that the Redis client's ReadTimeout
+// would cut off: none (-1, -2), the 5 s default and ContextTimeoutEnabled
+// clients are accepted up to 200 ms below it.
+func TestReplicaAckFitsTheReadTimeout(t *testing.T) {
+	master := redistest.Start(t)
+	master.StartReplica(t)
+	ctx := ctxT(t, 20*time.Second)
+	cases := []struct {
+		name string
+		rt   time.Duration
+		ack  time.Duration
+		cte  bool
+		ok   bool
+	}{
+		{"rt -1 (none)", -1, 10 * time.Second, false, true},
+		{"rt -2 (no deadlines)", -2, 10 * time.Second, false, true},
+		{"rt 0 default 5s, ack 4.8s", 0, 4800 * time.Millisecond, false, true},
+		{"rt 0 default 5s, ack 4.81s", 0, 4810 * time.Millisecond, false, false},
+		{"rt 1.5s cte, ack 1s", 1500 * time.Millisecond, time.Second, true, true},
+		{"rt 1s, ack 1s", time.Second, time.Second, false, false},
+	}
+	for i, tc := range cases {
+		opts := master.Options()
+		opts.ReadTimeout = tc.rt
+		opts.ContextTimeoutEnabled = tc.cte
+		rdb := redis.NewClient(opts)
+		c := distlock.New(rdb, distlock.WithReplicaAck(1, tc.ack))
+		l, err := c.TryLock(ctx, "fits"+string(rune('a'+i)))
+		if tc.ok && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if !tc.ok && !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", tc.name, err)
+		}
+		if l != nil {
+			_ = l.Release(ctx)
+		}
+		c.Close()
+		rdb.Close()
+	}
+}
