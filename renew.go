@@ -353,10 +353,17 @@ func firstDue(batch []*Lock) time.Time {
 	var due time.Time
 	for _, l := range batch {
 		l.mu.Lock()
-		if due.IsZero() || l.renewAt.Before(due) {
-			due = l.renewAt
+		// A lock is not due before its grant: one handed over counts its
+		// lease, for safety, from its waiter's last ask, so its renewal
+		// may be due before the handoff that set the lease.
+		at := l.renewAt
+		if at.Before(l.since) {
+			at = l.since
 		}
 		l.mu.Unlock()
+		if due.IsZero() || at.Before(due) {
+			due = at
+		}
 	}
 	return due
 }
@@ -366,7 +373,9 @@ func firstDue(batch []*Lock) time.Time {
 func (r *renewer) observe(res []renewResult, lag time.Duration) {
 	e := Event{Kind: EventRenewal, Batch: len(res), Lag: max(lag, 0)}
 	for _, x := range res {
-		if x.err != nil || x.out == extendUndecided || x.out == extendLate {
+		// (A renewal refused as late got an answer: it is retried or the
+		// lock is lost, and a timeout before it was counted already.)
+		if x.err != nil || x.out == extendUndecided {
 			e.Failed++
 			if e.Err == nil {
 				e.Err = x.failure()

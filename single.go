@@ -511,7 +511,9 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 	noAck := s.ack == (replicaAck{})
 	if r.cfg.noRenew && lease < r.cfg.ttl && noAck {
 		l := newLock(s.c, r, fence, start, lease)
-		return s.confirmedHandoff(ctx, r, l, l.Extend(ctx, r.cfg.ttl))
+		// extend, not Extend: there is no Extend call of the program's to
+		// observe.
+		return s.confirmedHandoff(ctx, r, l, l.extend(ctx, r.cfg.ttl))
 	}
 	l := untrackedLock(s.c, r, fence, start, lease)
 	// On a Cluster a grant known only from its notice is confirmed: a
