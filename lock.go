@@ -39,9 +39,8 @@ type Lock struct {
 	state   lockState
 	cause   error
 	lost    chan struct{} // made on first use, closed on loss
-	cancels map[uint64]context.CancelCauseFunc
-	nextCtx uint64
-	lastErr error // last renewal error, reported when the lease runs out
+	ctxs    contexts      // those of Context
+	lastErr error         // last renewal error, reported when the lease runs out
 	// announced: observers were told of the grant, so they are told of its
 	// end (once); a grant lost before its Lock call returned is not a hold
 	announced bool
@@ -497,19 +496,7 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 		cancel(l.cause)
 		return ctx, func() {}
 	}
-	// Cancelled under l.mu when the lock ends, so that the context is done
-	// by the time Lost is closed; forgotten as soon as it is done.
-	if l.cancels == nil {
-		l.cancels = map[uint64]context.CancelCauseFunc{}
-	}
-	id := l.nextCtx
-	l.nextCtx++
-	l.cancels[id] = cancel
-	context.AfterFunc(ctx, func() {
-		l.mu.Lock()
-		delete(l.cancels, id)
-		l.mu.Unlock()
-	})
+	l.ctxs.add(&l.mu, ctx, cancel)
 	return ctx, func() { cancel(context.Canceled) }
 }
 
@@ -656,11 +643,7 @@ func (l *Lock) endLocked(state lockState, cause error) {
 	if state == lost { // observed before the signal, so a watcher finds the event
 		l.observeEndLocked(cause)
 	}
-	// The contexts first, so that they are done by the time Lost is
-	// closed (see Context).
-	for _, cancel := range l.cancels {
-		cancel(cause)
-	}
+	l.ctxs.cancelAll(cause) // before Lost closes (see contexts)
 	if state == lost && l.lost != nil {
 		close(l.lost)
 	}

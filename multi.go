@@ -22,11 +22,7 @@ type MultiLock struct {
 	mu   sync.Mutex
 	err  error
 	lost chan struct{}
-	// cancels are the contexts of Context, cancelled under mu when a lock
-	// is lost, so that they are done by the time lost is closed (as a
-	// Lock's are)
-	cancels map[uint64]context.CancelCauseFunc
-	nextCtx uint64
+	ctxs contexts // those of Context
 }
 
 // LockAll takes the locks keys, waiting for each until ctx ends. Options
@@ -108,12 +104,7 @@ func (m *MultiLock) lose(key string, cause error) {
 	defer m.mu.Unlock()
 	if m.err == nil {
 		m.err = fmt.Errorf("%q: %w", key, cause)
-		// The contexts first, so that they are done by the time lost is
-		// closed (see Lock.Context).
-		for _, cancel := range m.cancels {
-			cancel(cause)
-		}
-		m.cancels = nil
+		m.ctxs.cancelAll(cause) // before lost closes (see contexts)
 		close(m.lost)
 	}
 }
@@ -224,22 +215,11 @@ func (m *MultiLock) Context(parent context.Context) (context.Context, context.Ca
 		cancel(ErrNotHeld)
 		return ctx, func() {}
 	}
-	// Cancelled under m.mu when a lock is lost, so that ctx is done by the
-	// time Lost is closed; forgotten as soon as it is done. (Once the set
-	// is lost, a lost lock's context below cancels it before this returns.)
+	// (Once the set is lost, a lost lock's context below cancels ctx
+	// before this returns.)
 	m.mu.Lock()
 	if m.err == nil {
-		if m.cancels == nil {
-			m.cancels = map[uint64]context.CancelCauseFunc{}
-		}
-		id := m.nextCtx
-		m.nextCtx++
-		m.cancels[id] = cancel
-		context.AfterFunc(ctx, func() {
-			m.mu.Lock()
-			delete(m.cancels, id)
-			m.mu.Unlock()
-		})
+		m.ctxs.add(&m.mu, ctx, cancel)
 	}
 	m.mu.Unlock()
 	var stops []func()
