@@ -36,6 +36,15 @@ func runExec(args []string) int {
 	}
 	syscall.CloseOnExec(4)
 	err := syscall.Exec(path, argv, os.Environ())
+	if errors.Is(err, syscall.ENOEXEC) {
+		// An executable file without "#!" is a shell script to
+		// execvp(3), and so to flock(1), env(1) and the shell: run it
+		// with /bin/sh, as they do.
+		sh := append([]string{"/bin/sh", path}, argv[1:]...)
+		if e := syscall.Exec("/bin/sh", sh, os.Environ()); e != nil && !errors.Is(e, syscall.ENOENT) {
+			err = e
+		}
+	}
 	newRunLog(format, name, key, os.Stderr).error(evCannotRun, fmt.Sprintf("cannot run %q: %v", argv[0], err), aCommand(argv[0]), aError(err))
 	if errors.Is(err, syscall.ENOENT) {
 		return exitNotFound
