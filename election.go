@@ -120,8 +120,9 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 }
 
 // Proclaim changes the value the leader leads with; observers see it. It
-// returns ErrNotHeld when the caller no longer leads, ErrNilContext for a
-// nil ctx.
+// returns ErrNotHeld when the caller no longer leads, which ends the
+// leadership (Lost closes, cause ErrTaken or ErrExpired), ErrNilContext for
+// a nil ctx.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -143,9 +144,21 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	case err != nil:
 		return fmt.Errorf("distlock: proclaim %q: %w", l.key, err)
 	case ok != 1:
+		// Redis no longer has the leadership: it is known lost now, and
+		// Lost and Context must say so at once, not at the next renewal
+		// (another candidate may lead already).
+		l.end(lost, lossCause(extendOutcomeOf(ok)))
 		return ErrNotHeld
 	}
 	return nil
+}
+
+// extendOutcomeOf reads proclaim.lua's "not held" replies as an extend's.
+func extendOutcomeOf(v int64) extendOutcome {
+	if v < 0 {
+		return extendTaken
+	}
+	return extendGone
 }
 
 // Resign gives up the leadership (a Release): the next candidate in line,

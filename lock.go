@@ -423,7 +423,8 @@ func (l *Lock) wakeLeaseWaitersLocked() {
 }
 
 // TTL returns the lease left on the server, ErrNotHeld when the lock is no
-// longer held, ErrNilContext for a nil ctx, or wraps the Redis error.
+// longer held (which ends the hold: Lost closes, cause ErrExpired),
+// ErrNilContext for a nil ctx, or wraps the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if ctx == nil {
 		return 0, ErrNilContext
@@ -438,6 +439,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("distlock: ttl %q: %w", l.key, err)
 	}
 	if d < 0 {
+		// Redis no longer has the hold: it is known lost now (Lost and
+		// Context say so at once, not at the next renewal).
+		l.end(lost, ErrExpired)
 		return 0, ErrNotHeld
 	}
 	return d, nil
