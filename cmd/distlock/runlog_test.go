@@ -378,9 +378,15 @@ func TestRunLogJSONEvents(t *testing.T) {
 
 	t.Run("cannot_run", func(t *testing.T) {
 		dir := t.TempDir()
-		// Executable, so found, but no program: exec fails in the shim
-		// that becomes COMMAND, after the runner's checks.
-		if err := os.WriteFile(filepath.Join(dir, "junk"), []byte("\x00\x01\x02junk\n"), 0o755); err != nil {
+		// Executable, so found, but its interpreter is not: exec fails
+		// (EACCES) in the shim that becomes COMMAND, after the runner's
+		// checks. (A file that is no program at all runs under /bin/sh,
+		// as under execvp(3).)
+		interp := filepath.Join(dir, "interp")
+		if err := os.WriteFile(interp, []byte("not a program\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "junk"), []byte("#!"+interp+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {
@@ -388,8 +394,8 @@ func TestRunLogJSONEvents(t *testing.T) {
 			code    int
 			err     string
 		}{
-			{"no-such-command-xyz", exitNotFound, "not found"},    // the runner's
-			{filepath.Join(dir, "junk"), exitCannotRun, "format"}, // the shim's
+			{"no-such-command-xyz", exitNotFound, "not found"},               // the runner's
+			{filepath.Join(dir, "junk"), exitCannotRun, "permission denied"}, // the shim's
 		} {
 			m := checkEvent(t, doc, exit(t, run(t, dir, env, "ev-cannot", "--", tc.command), tc.code), evCannotRun)
 			if m["key"] != "ev-cannot" || m["command"] != tc.command || !strings.Contains(str(m["error"]), tc.err) {
