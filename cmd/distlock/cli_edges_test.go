@@ -173,19 +173,7 @@ func TestStatusWatchSignalWithBlockedStdout(t *testing.T) {
 			t.Fatalf("stdout not filled within 10s (%d bytes); stderr %q", n, stderr.String())
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	signalled := time.Now()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("status --watch still running %v after SIGTERM, blocked on a stdout that takes no writes; stderr %q",
-			time.Since(signalled).Round(time.Millisecond), stderr.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, cmd.ProcessState)
-	}
+	expectExitOnSIGTERM(t, "status --watch", cmd, done, stderr)
 }
 
 // The same for `leader --watch` ("until SIGINT (Ctrl-C), SIGTERM or
@@ -233,19 +221,7 @@ func TestLeaderWatchSignalWithBlockedStdout(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	signalled := time.Now()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("leader --watch still running %v after SIGTERM, blocked on a stdout that takes no writes; stderr %q",
-			time.Since(signalled).Round(time.Millisecond), stderr.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, cmd.ProcessState)
-	}
+	expectExitOnSIGTERM(t, "leader --watch", cmd, done, stderr)
 }
 
 // pipeSize is how much a stdout pipe of startPiped takes before it blocks
@@ -287,4 +263,23 @@ func startPiped(t *testing.T, env []string, size int, args ...string) (*os.File,
 	})
 	t.Cleanup(func() { r.Close() })
 	return r, cmd, stderr, done
+}
+
+// expectExitOnSIGTERM signals cmd, what, whose stdout takes no writes, and
+// fails unless it exits 0 within 5 s (done closes when it has exited).
+func expectExitOnSIGTERM(t *testing.T, what string, cmd *exec.Cmd, done <-chan struct{}, stderr *lockedBuffer) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	signalled := time.Now()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s still running %v after SIGTERM, blocked on a stdout that takes no writes; stderr %q",
+			what, time.Since(signalled).Round(time.Millisecond), stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, cmd.ProcessState)
+	}
 }
