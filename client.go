@@ -168,12 +168,15 @@ func (c *Client) Close() error {
 	if r != nil {
 		r.stop()
 	}
+	if n != nil {
+		n.stop()
+	}
 	// One bound for all the waiting below: Redis may hang every part of it.
 	deadline := time.Now().Add(2 * cleanupTimeout)
-	if n != nil {
-		n.close(time.Until(deadline))
-	}
 	c.bg.wait(time.Until(deadline))
+	if n != nil {
+		n.wait(min(time.Until(deadline), listenersGrace))
+	}
 	return nil
 }
 

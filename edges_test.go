@@ -786,6 +786,7 @@ func TestTryLockIsOneCall(t *testing.T) {
 	if _, err := c.TryLock(ctx, "busy"); err != nil {
 		t.Fatal(err)
 	}
+	waitHolders(t, rdb, 1)
 	before := commandStats(t, rdb)
 	if _, err := c.TryLock(ctx, "busy"); !errors.Is(err, distlock.ErrNotObtained) {
 		t.Fatal(err)
@@ -811,6 +812,7 @@ func TestLockRacingCloseLeavesNothing(t *testing.T) {
 	if _, err := holder.TryLock(ctx, "busy", distlock.WithTTL(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
+	waitHolders(t, srv.Client(t), 1) // the holder's listener runs on
 	ignore := goleak.IgnoreCurrent()
 	for range 30 {
 		rdb := redis.NewClient(srv.Options())

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,9 @@ type notifier struct {
 	mu    sync.Mutex
 	chans map[string]*channelState
 	idle  int
+	// waited counts the channels in chans that are not kept: none, and
+	// a Lock call need not look for a live one (call.start).
+	waited atomic.Int32
 	// held holds the Locks that calls of this Client took after lining up,
 	// by token: a grant notice to one while it holds is late, of a grant
 	// before it, and must not be taken for a grant to a waiter that is gone
@@ -50,6 +54,7 @@ type channelState struct {
 	// lock names the lock whose handoffs come on the channel, to pass on
 	// a grant whose waiter is gone (token unset)
 	lock hold
+	kept bool // subscribed for as long as the notifier lives (see keep)
 }
 
 func (s *channelState) empty() bool { return len(s.local) == 0 && len(s.queued) == 0 }
@@ -132,6 +137,7 @@ func (n *notifier) stateLocked(channel string) *channelState {
 	case s == nil:
 		s = &channelState{queued: map[string]*waiter{}}
 		n.chans[channel] = s
+		n.waited.Add(1)
 		for _, sub := range n.subs {
 			sub.request(channel, true)
 		}
@@ -139,6 +145,23 @@ func (n *notifier) stateLocked(channel string) *channelState {
 		n.idle--
 	}
 	return s
+}
+
+// keep subscribes channel, which has no waiters, for as long as the
+// notifier lives, on every node that is not a Cluster (see
+// Client.watchRestarts).
+func (n *notifier) keep(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.chans[channel] != nil {
+		return
+	}
+	n.chans[channel] = &channelState{queued: map[string]*waiter{}, kept: true}
+	for _, sub := range n.subs {
+		if sub.cluster == nil {
+			sub.request(channel, true)
+		}
+	}
 }
 
 // isLive reports whether w's channel is confirmed subscribed.
@@ -346,11 +369,12 @@ func (n *notifier) pruneLocked() {
 	for n.idle > maxIdleChannels {
 		var oldest string
 		for ch, s := range n.chans {
-			if s.empty() && (oldest == "" || s.since.Before(n.chans[oldest].since)) {
+			if s.empty() && !s.kept && (oldest == "" || s.since.Before(n.chans[oldest].since)) {
 				oldest = ch
 			}
 		}
 		delete(n.chans, oldest)
+		n.waited.Add(-1)
 		n.idle--
 		for _, sub := range n.subs {
 			sub.request(oldest, false)
@@ -358,13 +382,18 @@ func (n *notifier) pruneLocked() {
 	}
 }
 
-// close stops the notifier and waits for its goroutines, at most limit: a
-// subscription reconnecting into a network that drops everything is stuck
-// in go-redis' handshake, holding the PubSub's lock, until its ReadTimeout,
-// and Close must not wait that long. A goroutine left then ends when
-// go-redis gives up or the network answers (it sees n.ctx cancelled).
-func (n *notifier) close(limit time.Duration) {
-	n.stop()
+// listenersGrace bounds how long Client.Close waits for the notifier's
+// goroutines once its background work is done. They end as soon as their
+// connections close, unless one is stuck in go-redis' dial or handshake
+// with a server that does not answer (frozen, or a network that drops
+// everything), holding the PubSub's lock, until its DialTimeout or
+// ReadTimeout: Close must not wait that long, nor past the bound it gives
+// the background work. A goroutine left then ends when go-redis gives up
+// or the network answers (it sees n.ctx cancelled).
+const listenersGrace = 100 * time.Millisecond
+
+// wait waits, at most limit, for the goroutines of a stopped notifier.
+func (n *notifier) wait(limit time.Duration) {
 	done := make(chan struct{})
 	go func() {
 		n.wg.Wait()

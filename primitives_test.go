@@ -806,6 +806,7 @@ func TestSemaphorePairCommands(t *testing.T) {
 		}
 	}
 	pair() // loads the scripts: a first call is an EVALSHA Redis does not know, then an EVAL
+	waitHolders(t, rdb, 1)
 	before := commandStats(t, rdb)
 	pair()
 	after := commandStats(t, rdb)

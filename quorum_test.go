@@ -532,10 +532,13 @@ func TestQuorumRenewalFindingAnotherGrantReportsTaken(t *testing.T) {
 // grant that came late) stays within Close's bound, a blackholed node
 // included: the give-back runs within the node call's own bound.
 func TestQuorumCloseCoversLateGiveBacks(t *testing.T) {
-	proxies, _, a, b := proxiedQuorum(t, 3)
+	proxies, direct, a, b := proxiedQuorum(t, 3)
 	ctx := ctxT(t, 20*time.Second)
 	if _, err := b.TryLock(ctx, "k", distlock.WithTTL(time.Minute), distlock.WithoutRenewal()); err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range direct {
+		waitHolders(t, d, 1) // b's listeners run on
 	}
 	ignore := goleak.IgnoreCurrent()
 	proxies[2].Blackhole()

@@ -101,11 +101,15 @@ func (c *Client) track(l *Lock) {
 		l.end(lost, closedCause)
 		return
 	}
-	if c.renewer == nil {
+	first := c.renewer == nil
+	if first {
 		c.renewer = startRenewer(c)
 	}
 	r := c.renewer
 	c.mu.Unlock()
+	if first {
+		c.watchRestarts()
+	}
 	r.add(l)
 }
 

@@ -9,14 +9,18 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// Redis restarts empty under a leader whose Client keeps no subscription
-// (its renewal is 10 s away) and another candidate takes the lead. The old
-// leader's Proclaim finds the leadership gone (ErrNotHeld), and that is a
-// loss known now: Lost() is closed and its contexts cancelled by the time
-// Proclaim returns, not at the next renewal, while two leaders ran.
+// Redis forgets a leader's lock (its renewal is 10 s away) and another
+// candidate takes the lead. The old leader's Proclaim finds the leadership
+// gone (ErrNotHeld), and that is a loss known now: Lost() is closed and its
+// contexts cancelled by the time Proclaim returns, not at the next
+// renewal, while two leaders ran. FLUSHALL stands for what forgets it (a
+// restart without persistence, an eviction, an operator): a restart would
+// also break the Client's subscription, whose reconnect renews the lock
+// (TestHolderToldWhenSubscriptionReconnects) and could tell the leader
+// first, so that Proclaim's own path went untested.
 func TestProclaimThatFindsTheLeadershipGoneEndsIt(t *testing.T) {
 	const ttl = 30 * time.Second
-	c, _, srv := setup(t)
+	c, rdb, srv := setup(t)
 	ctx := ctxT(t, 30*time.Second)
 	e, err := c.NewElection("proclaim")
 	must(t, err)
@@ -24,7 +28,7 @@ func TestProclaimThatFindsTheLeadershipGoneEndsIt(t *testing.T) {
 	must(t, err)
 	work, stop := lead.Context(ctx)
 	defer stop()
-	srv.Restart(t)
+	must(t, rdb.FlushAll(ctx).Err())
 	other := distlock.New(srv.Client(t))
 	defer other.Close()
 	oe, err := other.NewElection("proclaim")
@@ -49,11 +53,11 @@ func TestProclaimThatFindsTheLeadershipGoneEndsIt(t *testing.T) {
 // The same for Lock.TTL of a mutex that Redis no longer has.
 func TestTTLThatFindsTheLockGoneEndsIt(t *testing.T) {
 	const ttl = 30 * time.Second
-	c, _, srv := setup(t)
+	c, rdb, _ := setup(t)
 	ctx := ctxT(t, 30*time.Second)
 	l, err := c.TryLock(ctx, "ttl", distlock.WithTTL(ttl))
 	must(t, err)
-	srv.Restart(t)
+	must(t, rdb.FlushAll(ctx).Err())
 	if _, err := l.TTL(ctx); !errors.Is(err, distlock.ErrNotHeld) {
 		t.Fatalf("TTL: %v, want ErrNotHeld", err)
 	}

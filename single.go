@@ -123,7 +123,8 @@ type call struct {
 // held, so the call lines up in the same request that asks, if its
 // subscription is still there. The line entry is built only then: a Client
 // that waited for some lock once keeps its notifier, and its calls on other
-// keys, mostly free, need no entry. A fair call lines up whenever it is
+// keys, mostly free, need no entry; one that only held keeps no channel
+// that a call could join. A fair call lines up whenever it is
 // not free; one whose subscription is not there first asks as a fair
 // TryLock does (modeFairTry), which takes a free lock only with nobody in
 // line: it would otherwise wait for the subscription before it asked at
@@ -135,7 +136,7 @@ func (q *call) start(ctx context.Context) {
 	if !r.wait {
 		return
 	}
-	if q.n != nil {
+	if q.n != nil && q.n.waited.Load() > 0 {
 		q.inbox = r.names.inbox(q.s.c.id)
 		if q.w = q.n.joinLive(q.inbox, r.hold()); q.w != nil {
 			q.mode = modeJoin

@@ -154,8 +154,10 @@ func TestSubscriptionKilledDoesNotStrandWaiter(t *testing.T) {
 	defer other.Close()
 	got := acquireAsync(ctx, other, "kill")
 	waitSubscribed(t, rdb, "kill")
-	if n, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
-		t.Fatalf("CLIENT KILL TYPE pubsub: %d, %v", n, err)
+	waitHolders(t, rdb, 1)
+	// (the waiter's subscription and the holder's, on the holders channel)
+	if n, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 2 {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %d, %v; want 2", n, err)
 	}
 	// Release while the subscription is down: the notice is lost.
 	if err := l.Release(ctx); err != nil {
@@ -337,6 +339,17 @@ func TestDefaultModeReleaserDoesNotBarge(t *testing.T) {
 	if r.l.Fence() < w.l.Fence() {
 		t.Fatalf("releaser re-grabbed: its fence %d, the waiter's %d", r.l.Fence(), w.l.Fence())
 	}
+}
+
+// waitHolders waits until n Clients listen on the holders channel, which
+// a Client subscribes to in the background when first granted a lock:
+// tests that count commands start counting after that SUBSCRIBE.
+func waitHolders(t *testing.T, rdb *redis.Client, n int64) {
+	t.Helper()
+	const channel = distlock.DefaultPrefix + "holders"
+	waitFor(t, 5*time.Second, "the holders subscription", func() bool {
+		return rdb.PubSubNumSub(context.Background(), channel).Val()[channel] >= n
+	})
 }
 
 // waitSubscribed waits until some Client listens on one of key's channels
