@@ -22,7 +22,8 @@ var ErrNotHeld = errors.New("distlock: lock not held")
 // begins with '}'), since they could not share a slot.
 var ErrInvalidKey = errors.New("distlock: invalid key")
 
-// ErrInvalidTTL is returned for a TTL below MinTTL or above MaxTTL.
+// ErrInvalidTTL is returned for a TTL below MinTTL (MinRenewedTTL for a
+// lock that is renewed) or above MaxTTL.
 var ErrInvalidTTL = errors.New("distlock: invalid ttl")
 
 // ErrInvalidOption is returned for an option with a value out of range, or

@@ -719,3 +719,35 @@ func awaitCall(t *testing.T, lines <-chan string, token, ms string, within time.
 		}
 	}
 }
+
+// TestShortestRenewedLease: a renewed lock needs a lease that its renewal
+// can keep (MinRenewedTTL): one of 3 to 8 ms was always lost at its first
+// TTL on a loopback Redis, its renewal refused by the guard, and reported
+// unreachable. Shorter leases are refused unless WithoutRenewal; one of
+// MinRenewedTTL stays held on a healthy Redis for 40 leases.
+func TestShortestRenewedLease(t *testing.T) {
+	c, _, _ := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+	short := distlock.MinRenewedTTL - time.Millisecond
+	if _, err := c.TryLock(ctx, "short", distlock.WithTTL(short)); !errors.Is(err, distlock.ErrInvalidTTL) {
+		t.Fatalf("TryLock WithTTL(%v), renewed: %v, want ErrInvalidTTL", short, err)
+	}
+	fixed, err := c.TryLock(ctx, "short", distlock.WithTTL(distlock.MinTTL), distlock.WithoutRenewal())
+	if err != nil && !errors.Is(err, distlock.ErrNotObtained) { // (a grant may come back too late for 3 ms)
+		t.Fatalf("TryLock WithTTL(MinTTL) WithoutRenewal: %v", err)
+	}
+	if fixed != nil {
+		_ = fixed.Release(ctx)
+	}
+	l, err := c.TryLock(ctx, "shortest", distlock.WithTTL(distlock.MinRenewedTTL))
+	must(t, err)
+	if err := l.Extend(ctx, short); !errors.Is(err, distlock.ErrInvalidTTL) {
+		t.Fatalf("Extend(%v) of a renewed lock: %v, want ErrInvalidTTL", short, err)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatalf("a renewed lock of %v lost on a healthy Redis: %v", distlock.MinRenewedTTL, l.Err())
+	case <-time.After(40 * distlock.MinRenewedTTL):
+	}
+	must(t, l.Release(ctx))
+}

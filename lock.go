@@ -277,7 +277,8 @@ func (l *Lock) lostBeforeRelease(cause error) {
 // returns ErrNotHeld, changing nothing, when the lock is no longer held
 // (and ErrNotHeld too if it was lost while the call was under way: Redis
 // may then have renewed a lease that Release frees), ErrInvalidTTL for a
-// ttl outside [MinTTL, MaxTTL], and otherwise wraps the Redis error (the lock
+// ttl outside [MinTTL, MaxTTL] (or below MinRenewedTTL for a lock that is
+// renewed), and otherwise wraps the Redis error (the lock
 // stays held and renewed, valid for the shorter of its old lease and ttl
 // until a renewal confirms it). A renewal of the lock in flight is waited
 // for before the call goes out: calls that set a lease never overlap. If
@@ -302,8 +303,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
-	if ttl < MinTTL || ttl > MaxTTL {
-		return fmt.Errorf("%w: %v is outside [%v, %v]", ErrInvalidTTL, ttl, MinTTL, MaxTTL)
+	if err := checkTTL(ttl, l.renew); err != nil {
+		return err
 	}
 	if err := l.beginLeaseCall(ctx); err != nil {
 		if errors.Is(err, ErrNotHeld) {

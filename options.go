@@ -14,6 +14,13 @@ const (
 	// MinTTL is the shortest lease accepted: a lease must outlast the margin
 	// kept for clock drift (1% of it plus 2ms), or no grant could be held.
 	MinTTL = 3 * time.Millisecond
+	// MinRenewedTTL is the shortest lease of a lock that is renewed (without
+	// WithoutRenewal): a renewal must reach Redis with more of the lease
+	// left than its guard, the drift margin twice and a round trip, or it is
+	// refused and the lock lost: leases under 10 ms were lost at their first
+	// TTL even on a loopback Redis, and a renewal that a loaded machine
+	// sends a few milliseconds late must still pass.
+	MinRenewedTTL = 50 * time.Millisecond
 	// MaxTTL is the longest lease accepted; longer work should rely on renewal.
 	MaxTTL = 24 * time.Hour
 	// MaxKeyLen is the longest lock key accepted, in bytes.
@@ -65,7 +72,8 @@ type lockConfig struct {
 }
 
 // WithTTL sets the lease: how long the lock outlives a holder that stops
-// renewing it. Default DefaultTTL; must be in [MinTTL, MaxTTL].
+// renewing it. Default DefaultTTL; must be in [MinTTL, MaxTTL], and at
+// least MinRenewedTTL unless WithoutRenewal.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *lockConfig) { c.ttl = ttl }
 }
@@ -107,8 +115,8 @@ func (cfg *lockConfig) build(opts []Option) error {
 			o(cfg)
 		}
 	}
-	if cfg.ttl < MinTTL || cfg.ttl > MaxTTL {
-		return fmt.Errorf("%w: %v is outside [%v, %v]", ErrInvalidTTL, cfg.ttl, MinTTL, MaxTTL)
+	if err := checkTTL(cfg.ttl, !cfg.noRenew); err != nil {
+		return err
 	}
 	if cfg.ownerSet && (cfg.owner == "" || len(cfg.owner) > MaxKeyLen) {
 		return fmt.Errorf("%w: owner id must be 1 to %d bytes", ErrInvalidOption, MaxKeyLen)
@@ -118,6 +126,18 @@ func (cfg *lockConfig) build(opts []Option) error {
 	}
 	if !cfg.metaSet {
 		cfg.meta = processMetadata
+	}
+	return nil
+}
+
+// checkTTL returns ErrInvalidTTL for a lease outside [MinTTL, MaxTTL], or
+// below MinRenewedTTL for a lock that is renewed.
+func checkTTL(ttl time.Duration, renewed bool) error {
+	if ttl < MinTTL || ttl > MaxTTL {
+		return fmt.Errorf("%w: %v is outside [%v, %v]", ErrInvalidTTL, ttl, MinTTL, MaxTTL)
+	}
+	if renewed && ttl < MinRenewedTTL {
+		return fmt.Errorf("%w: %v is below %v, the shortest lease that renewal can keep (use WithoutRenewal)", ErrInvalidTTL, ttl, MinRenewedTTL)
 	}
 	return nil
 }

@@ -309,7 +309,11 @@ func TestGrantExpiredBeforeAnswerIsNotObtained(t *testing.T) {
 	for i := range 10 {
 		key := fmt.Sprintf("gone-%d", i)
 		sent := time.Now()
-		l, err := c.TryLock(ctx, key, distlock.WithTTL(ttl))
+		// (WithoutRenewal: a renewed lease must be at least MinRenewedTTL)
+		l, err := c.TryLock(ctx, key, distlock.WithTTL(ttl), distlock.WithoutRenewal())
+		if errors.Is(err, distlock.ErrInvalidTTL) {
+			t.Fatal(err)
+		}
 		if err != nil {
 			continue // refused: fine
 		}
