@@ -95,7 +95,7 @@ func waitLocked(cfg *runConfig, k *keeperLink, sigs <-chan os.Signal, tty *termi
 			}
 			k.abandon()
 			log.warn(evInterrupted, fmt.Sprintf("%v while waiting for %s; not run", sig, cfg.quoted()), aSignal(sig))
-			return nil, exitBySignal(sig.(syscall.Signal), tty)
+			return nil, exitBySignal(sig.(syscall.Signal), tty, false)
 		case line, ok := <-k.lines:
 			if !ok {
 				return nil, k.exitCode(log)
@@ -122,21 +122,23 @@ func addSaturated(a, b time.Duration) time.Duration {
 // itself stops COMMAND on a loss.
 func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log *runLog) int {
 	var (
-		lost       bool      // the lock is lost or its keeper is gone: COMMAND is being stopped
-		lostAt     time.Time // when the runner learned of it
-		keeperGone bool
-		killAt     <-chan time.Time // the runner's SIGKILL deadline, --grace after it learned
-		killSaid   bool             // the SIGKILL after --grace has been reported
-		lines      = k.lines
-		exited     *jobEvent // COMMAND's end, while what it left in its group runs on
-		left       groupWatch
-		leftTick   <-chan time.Time
-		warnLeft   bool // say at the next poll that COMMAND left processes running
-		hb         = newHeartbeat(cfg.ttl, time.Now())
-		beat       = time.NewTimer(time.Until(hb.due))
-		beatC      = beat.C
-		execd      = j.execd        // closed once the shim has exec'd COMMAND
-		held       []syscall.Signal // signals to pass on once it has
+		lost        bool      // the lock is lost or its keeper is gone: COMMAND is being stopped
+		lostAt      time.Time // when the runner learned of it
+		keeperGone  bool
+		killAt      <-chan time.Time // the runner's SIGKILL deadline, --grace after it learned
+		killSaid    bool             // the SIGKILL after --grace has been reported
+		lines       = k.lines
+		exited      *jobEvent // COMMAND's end, while what it left in its group runs on
+		left        groupWatch
+		leftTick    <-chan time.Time
+		warnLeft    bool // say at the next poll that COMMAND left processes running
+		hb          = newHeartbeat(cfg.ttl, time.Now())
+		beat        = time.NewTimer(time.Until(hb.due))
+		beatC       = beat.C
+		execd       = j.execd        // closed once the shim has exec'd COMMAND
+		held        []syscall.Signal // signals to pass on once it has
+		gotInt      bool             // SIGINT came to distlock's own group
+		hadTerminal bool             // COMMAND had the terminal when it ended
 	)
 	defer beat.Stop()
 	// The runner and, after a loss, its keeper both send the SIGKILL at
@@ -169,13 +171,16 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 			return exitLost
 		}
 		if ev.err == nil && ev.ws.Signaled() {
-			return exitBySignal(ev.ws.Signal(), j.tty)
+			return exitBySignal(ev.ws.Signal(), j.tty, hadTerminal && !gotInt)
 		}
 		return exitStatus(ev)
 	}
 	for {
 		select {
 		case sig := <-sigs:
+			if sig == syscall.SIGINT {
+				gotInt = true
+			}
 			if sig == syscall.SIGTTIN && j.gave {
 				// Another stage of the pipeline reads the terminal that
 				// COMMAND took (shared): it is theirs again, and they go on.
@@ -268,6 +273,7 @@ func supervise(cfg *runConfig, j *job, k *keeperLink, sigs <-chan os.Signal, log
 					j.suspend(ev.ws.StopSignal())
 				}
 			case ev.ended():
+				hadTerminal = j.gave
 				j.takeTerminalBack()
 				if keeperGone || !groupRunning(j.pid) {
 					return end(ev)
@@ -338,10 +344,16 @@ func keeperState(k *keeperLink) string {
 // SIGINT, as flock(1) dies with its command: the shell then stops a loop or
 // script that ran distlock, as it would without it. (Not for SIGQUIT: Go
 // answers that with a goroutine dump.)
-func exitBySignal(sig syscall.Signal, tty *terminal) int {
+func exitBySignal(sig syscall.Signal, tty *terminal, group bool) int {
 	if tty != nil && sig == syscall.SIGINT {
 		flushLogs(exitFlush) // what was said before dying of it
 		signal.Reset(sig)
+		if group {
+			// Ctrl-C reached COMMAND's group only: the script or shell
+			// loop in distlock's own group must see it too, as under
+			// flock(1).
+			_ = syscall.Kill(-tty.pgrp, sig)
+		}
 		_ = syscall.Kill(os.Getpid(), sig)
 		// The signal is handled on some thread of this process; give it
 		// the moment it needs before falling back to the exit status.

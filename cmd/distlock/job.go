@@ -193,7 +193,9 @@ func (j *job) suspend(sig syscall.Signal) {
 		return
 	}
 	j.takeTerminalBack()
-	if j.shared {
+	if j.shared || sig == syscall.SIGTTOU {
+		// The runner ignores SIGTTOU on a terminal (front.go): SIGSTOP
+		// stops it, and the shell sees the job stopped.
 		sig = syscall.SIGSTOP
 	}
 	_ = syscall.Kill(-j.tty.pgrp, sig)
