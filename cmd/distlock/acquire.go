@@ -27,9 +27,16 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 		h, err = cfg.take(ctx, conn, opts, true)
 	case cfg.verbose && cfg.mode != holdLeader:
 		// A first try, to say who holds the lock before waiting for it.
-		if h, err = cfg.take(ctx, conn, opts, true); errors.Is(err, distlock.ErrNotObtained) {
+		if h, err = cfg.take(ctx, conn, opts, true); heldByAnother(err) {
 			h, _, err = waitVerbose(ctx, cfg, conn, opts, start, log)
 			waited = time.Since(start)
+		}
+	case cfg.quorum:
+		// A quorum's Lock waits through an outage of its nodes, which it
+		// counts as not obtained: a first try tells an outage at the start
+		// (exit 69, as on one server) from a held lock.
+		if h, err = cfg.take(ctx, conn, opts, true); heldByAnother(err) {
+			h, err = takeWithin(ctx, cfg, conn, opts, start)
 		}
 	case cfg.verbose:
 		// A campaign cannot be tried: say who leads, if anyone, and wait.
@@ -48,7 +55,7 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 		return h, exitOK
 	case ctx.Err() != nil:
 		return nil, exitNotObtained
-	case errors.Is(err, distlock.ErrNotObtained) && !quorumUnreachable(err):
+	case heldByAnother(err):
 		// A waiter does not poll: Redis may have gone while it waited, and
 		// then that, not a holder, is why nothing ran. (One node of a
 		// quorum says nothing of the quorum.)
@@ -134,6 +141,12 @@ func showProgress(w io.Writer, name, keys string, start time.Time) (stop func())
 		<-finished
 		fmt.Fprint(w, "\r\033[K")
 	}
+}
+
+// heldByAnother reports an attempt that found the lock held, not Redis
+// unreachable.
+func heldByAnother(err error) bool {
+	return errors.Is(err, distlock.ErrNotObtained) && !quorumUnreachable(err)
 }
 
 // quorumUnreachable tells a quorum that failed because servers did not

@@ -48,7 +48,8 @@ Examples:
   distlock leader scheduler --json | jq -r .value
   distlock leader --watch scheduler
 
-Exit status: 0 somebody leads, 1 nobody leads, 64 usage, 69 Redis error.
+Exit status: 0 somebody leads, 1 nobody leads or stdout cannot be
+written, 64 usage, 69 Redis error.
 With --watch: 0 when stopped by a signal or a closed stdout, 1 if stdout
 cannot be written otherwise, 64 usage, 69 if Redis fails at the start.
 `
@@ -105,11 +106,15 @@ func cmdLeader(args []string, stdout, stderr io.Writer) int {
 	if cfg.watch {
 		return watchLeader(cfg, conn, e, stdout, stderr)
 	}
+	var werr error
 	if cfg.json {
 		b, _ := json.MarshalIndent(toLeaderJSON(cfg.name, l), "", "  ")
-		fmt.Fprintf(stdout, "%s\n", b)
+		_, werr = fmt.Fprintf(stdout, "%s\n", b)
 	} else {
-		fmt.Fprintln(stdout, leaderText(cfg.name, l, true))
+		_, werr = fmt.Fprintln(stdout, leaderText(cfg.name, l, true))
+	}
+	if werr != nil {
+		return fail(stderr, "leader", fmt.Errorf("writing to stdout: %w", werr), exitNone)
 	}
 	if !l.Elected() {
 		return exitNone

@@ -53,6 +53,16 @@ while :; do sleep 0.02; done`
 	if code, _, stderr := dl(t, env, "run", "--quorum", "--wait", "0", "q", "--", "true"); code != exitRedis {
 		t.Fatalf("quorum unreachable: exit %d %q", code, stderr)
 	}
+	// Without --wait too (waiting as long as it takes), quiet or -v: the
+	// library's quorum Lock waits through an outage of its nodes, which it
+	// counts as not obtained, and the runner waited for ever, saying with
+	// -v that another owner held the lock.
+	for _, verbose := range [][]string{nil, {"-v"}} {
+		args := append(append([]string{"run", "--quorum"}, verbose...), "q", "--", "true")
+		if code, _, stderr := dl(t, env, args...); code != exitRedis || strings.Contains(stderr, "waiting") {
+			t.Fatalf("%q with the quorum unreachable: exit %d %q, want %d", args, code, stderr, exitRedis)
+		}
+	}
 }
 
 func readIfExists(path string) string {

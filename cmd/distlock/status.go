@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,8 +85,8 @@ Examples:
   distlock status --watch 'deploy:*'   # a live view; Ctrl-C to quit
   distlock status --watch --json --interval 5s >> locks.jsonl
 
-Exit status: 0 if a lock was shown, 1 if none matched, 64 usage,
-69 Redis error. With --watch: 0 when stopped by a signal or a closed
+Exit status: 0 if a lock was shown, 1 if none matched or stdout cannot
+be written, 64 usage, 69 Redis error. With --watch: 0 when stopped by a signal or a closed
 stdout, 1 if stdout cannot be written otherwise, 64 usage, 69 if the first
 refresh fails.
 `
@@ -165,12 +166,18 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "status", conn.redisError(err), exitRedis)
 	}
+	// Written at once, so that a stdout that takes nothing is an error:
+	// nothing was shown (exit 1, as with --watch), and Redis did not fail.
+	var out bytes.Buffer
 	if cfg.json {
-		if err := writeStatusJSON(stdout, infos); err != nil {
+		if err := writeStatusJSON(&out, infos); err != nil {
 			return fail(stderr, "status", err, exitRedis)
 		}
 	} else {
-		writeStatusTable(stdout, infos, cfg.pattern, free)
+		writeStatusTable(&out, infos, cfg.pattern, free)
+	}
+	if _, err := stdout.Write(out.Bytes()); err != nil {
+		return fail(stderr, "status", fmt.Errorf("writing to stdout: %w", err), exitNone)
 	}
 	if len(infos) == 0 {
 		return exitNone

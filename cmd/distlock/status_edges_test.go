@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +53,44 @@ func TestStatusC1ControlsStayOutOfTheTerminal(t *testing.T) {
 				t.Errorf("%q: control character %U reaches the terminal: %q", args, r, out)
 				break
 			}
+		}
+	}
+}
+
+// status and leader with a stdout that takes nothing (/dev/full): nothing
+// was shown and Redis answered, so neither 0 ("a lock was shown",
+// "somebody leads") nor 69 ("Redis error") but 1, as under --watch. Before,
+// status exited 0 (table) or 69 (--json), leader 0 (found in review).
+func TestStatusAndLeaderToUnwritableStdout(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 20*time.Second)
+	l, err := c.TryLock(ctx, "deploy:prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	e, err := c.NewElection("sched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Resign(ctx)
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("/dev/full: %v", err)
+	}
+	defer full.Close()
+	for _, args := range [][]string{{"status"}, {"status", "--json"}, {"status", "deploy:prod"}, {"leader", "sched"}, {"leader", "--json", "sched"}} {
+		cmd := exec.CommandContext(ctx, binary(t), args...)
+		cmd.Env = append(cleanEnv(), env...)
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &stderr
+		_ = cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != exitNone || !strings.Contains(stderr.String(), "writing to stdout") {
+			t.Errorf("%v > /dev/full: exit %d, stderr %q; want %d and the write error", args, code, stderr.String(), exitNone)
 		}
 	}
 }
