@@ -105,7 +105,7 @@ func (g *Guard) Run(ctx context.Context, s *Script, fence int64, keys []string, 
 	if ctx == nil {
 		return failedCmd(context.Background(), distlock.ErrNilContext)
 	}
-	if s == nil || len(keys) == 0 {
+	if s == nil || s.script == nil || len(keys) == 0 {
 		return failedCmd(ctx, fmt.Errorf("%w: a guarded script needs a script and at least one key", distlock.ErrInvalidOption))
 	}
 	marker, err := g.check(ctx, fence, keys[0])

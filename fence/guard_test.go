@@ -185,6 +185,7 @@ func TestGuardBadInput(t *testing.T) {
 		{"sub-ms ttl", g.Set(ctx, 1, "k", "v", time.Microsecond), distlock.ErrInvalidTTL},
 		{"no keys", g.Run(ctx, script, 1, nil).Err(), distlock.ErrInvalidOption},
 		{"nil script", g.Run(ctx, nil, 1, []string{"k"}).Err(), distlock.ErrInvalidOption},
+		{"zero script", g.Run(ctx, new(fence.Script), 1, []string{"k"}).Err(), distlock.ErrInvalidOption}, // (panicked before)
 		{"nil client", fence.NewGuard(nil).Set(ctx, 1, "k", "v", 0), distlock.ErrNilClient},
 		{"typed nil client", fence.NewGuard(nilClient).HSet(ctx, 1, "k", "f", "v"), distlock.ErrNilClient},
 		{"nil ctx Set", g.Set(noCtx, 1, "k", "v", 0), distlock.ErrNilContext},
