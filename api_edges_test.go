@@ -314,3 +314,39 @@ func TestAPICloseEndsWaitingLockOnHungRedis(t *testing.T) {
 		t.Errorf("waiting Lock has not returned 30s after Close")
 	}
 }
+
+// Client configurations distlock cannot keep its promises on are refused
+// with ErrInvalidOption (found in review): a Ring, which hashes keys to its
+// shards on the client and moves them when a shard comes or goes (List
+// scanned one shard: 9 of 20 holds), and a key prefix ending with a kind's
+// part of a key, under which prefix "app"'s read-write lock "orders" and
+// prefix "apprw"'s lock "orders" were the same key.
+func TestRefusedClientConfigurations(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxT(t, 10*time.Second)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr}})
+	defer ring.Close()
+	clients := map[string]*distlock.Client{
+		"ring": distlock.New(ring),
+	}
+	for _, prefix := range []string{"apprw", "app:sem", "x:elect"} {
+		clients["prefix "+prefix] = distlock.New(srv.Client(t), distlock.WithKeyPrefix(prefix))
+		clients["quorum prefix "+prefix] = distlock.NewQuorum([]redis.UniversalClient{srv.Client(t), srv.Client(t), srv.Client(t)}, distlock.WithKeyPrefix(prefix))
+	}
+	for name, c := range clients {
+		if _, err := c.TryLock(ctx, "orders"); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("%s: TryLock: %v, want ErrInvalidOption", name, err)
+		}
+		c.Close()
+	}
+	for _, prefix := range []string{"app:", "app", "apprw:", "sem-"} {
+		c := distlock.New(srv.Client(t), distlock.WithKeyPrefix(prefix))
+		l, err := c.TryLock(ctx, "orders")
+		if err != nil {
+			t.Errorf("prefix %q: %v", prefix, err)
+		} else {
+			must(t, l.Release(ctx))
+		}
+		c.Close()
+	}
+}

@@ -54,14 +54,18 @@ type Client struct {
 
 // New returns a Client on rdb. Close stops what the Client started; it does
 // not close rdb. A nil rdb gives a Client whose methods return ErrNilClient,
-// and an option it cannot honour (WithReplicaAck on a Cluster client) one
-// whose methods return ErrInvalidOption.
+// and a *redis.Ring or an option it cannot honour (WithReplicaAck on a
+// Cluster client) one whose methods return ErrInvalidOption.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	cfg := buildClientConfig(opts)
 	c := newClient(cfg)
 	switch {
 	case isNil(rdb):
 		c.broken = ErrNilClient
+	case isRing(rdb):
+		c.broken = fmt.Errorf("%w: a Ring shards keys by client-side hashing, and moves them when a shard comes or goes: locks and fences would not survive that (use a Cluster, Sentinel or NewQuorum)", ErrInvalidOption)
+	case prefixClash(cfg.prefix) != nil:
+		c.broken = prefixClash(cfg.prefix)
 	case cfg.ack.replicas > 0 && isCluster(rdb):
 		c.broken = fmt.Errorf("%w: WithReplicaAck needs a standalone or Sentinel client, not a Cluster client", ErrInvalidOption)
 	case isCluster(rdb) && !clusterPrefix(cfg.prefix):
@@ -140,6 +144,11 @@ func poolSize(rdb redis.UniversalClient) int {
 
 func isCluster(rdb redis.UniversalClient) bool {
 	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}
+
+func isRing(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.Ring)
 	return ok
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -43,9 +44,25 @@ type clientConfig struct {
 // WithKeyPrefix replaces DefaultPrefix, to keep applications sharing one Redis
 // apart. On a Cluster a '{' in prefix must open a whole, non-empty hash tag
 // ("app{locks}:", which puts every lock in that tag's slot), or the Client's
-// methods return ErrInvalidOption.
+// methods return ErrInvalidOption. So they do for a prefix that ends with
+// "rw", "sem" or "elect": a read-write lock's, a semaphore's and an
+// election's keys put that after the prefix, and prefix "app" would share
+// its read-write locks' keys with prefix "apprw"'s locks. End a prefix with
+// a ':' as DefaultPrefix does.
 func WithKeyPrefix(prefix string) ClientOption {
 	return func(c *clientConfig) { c.prefix = prefix }
+}
+
+// prefixClash returns ErrInvalidOption for a prefix that ends with a kind's
+// part of a key (see WithKeyPrefix).
+func prefixClash(prefix string) error {
+	for _, k := range []*kind{leaderKind, readKind, permitKind} {
+		if strings.HasSuffix(prefix, k.prefix) {
+			return fmt.Errorf("%w: key prefix %q ends with %q, which the keys of a %s put after the prefix: they would be the keys of prefix %q",
+				ErrInvalidOption, prefix, k.prefix, k.primitive, strings.TrimSuffix(prefix, k.prefix))
+		}
+	}
+	return nil
 }
 
 func buildClientConfig(opts []ClientOption) clientConfig {

@@ -47,6 +47,8 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = ErrNilClient
 	} else if cfg.ack != (replicaAck{}) {
 		c.broken = fmt.Errorf("%w: WithReplicaAck needs a single-node Client", ErrInvalidOption)
+	} else if err := prefixClash(cfg.prefix); err != nil {
+		c.broken = err
 	}
 	c.b = &quorum{c: c, nodes: slices.Clone(nodes), suspect: make([]atomic.Bool, len(nodes))}
 	c.deadlines = true // onNodes never waits for a node past ctx
