@@ -145,7 +145,7 @@ func (q *call) start(ctx context.Context) {
 	if q.w != nil || r.cfg.fair {
 		q.lineUp(ctx)
 	}
-	if r.cfg.fair && (q.w != nil || r.kind.shared) {
+	if r.cfg.fair && q.w != nil {
 		q.mode = modeFair
 	}
 }

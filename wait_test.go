@@ -737,6 +737,52 @@ func TestFairLockOfFreeLockDoesNotWaitForItsSubscription(t *testing.T) {
 	}
 }
 
+// TestFairSharedHoldOfFreeLockDoesNotWaitForItsSubscription: options of
+// RLock, Lock and Acquire are "as for Client.Lock"; a fair Lock of a free
+// lock takes it at once even when the Client's subscription cannot be
+// confirmed (TestFairLockOfFreeLockDoesNotWaitForItsSubscription, c302365).
+// A read-write lock or a semaphore with WithFair waited for its
+// subscription (liveWait, 1 s) before it asked at all (found in review).
+func TestFairSharedHoldOfFreeLockDoesNotWaitForItsSubscription(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := ctxT(t, 30*time.Second)
+	deafRdb := aclUser(t, ctx, srv, "deaf", "resetchannels") // may not subscribe
+	c := distlock.New(deafRdb)
+	defer c.Close()
+	rw, err := c.NewRWMutex("free-rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem, err := c.NewSemaphore("free-sem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	takes := []struct {
+		name string
+		take func() (*distlock.Lock, error)
+	}{
+		{"RLock", func() (*distlock.Lock, error) { return rw.RLock(ctx, distlock.WithFair()) }},
+		{"Lock", func() (*distlock.Lock, error) { return rw.Lock(ctx, distlock.WithFair()) }},
+		{"Acquire", func() (*distlock.Lock, error) { return sem.Acquire(ctx, distlock.WithFair()) }},
+	}
+	for _, x := range takes {
+		for i := range 3 {
+			start := time.Now()
+			l, err := x.take()
+			d := time.Since(start)
+			if err != nil {
+				t.Fatalf("%s: %v", x.name, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if d > 300*time.Millisecond {
+				t.Errorf("fair %s %d of a free lock, nobody in line, took %v", x.name, i, d)
+			}
+		}
+	}
+}
+
 // aclUser makes a Redis user name on srv with every command and key and
 // the extra rules, and returns a client of srv as that user, closed when
 // the test ends.
