@@ -383,15 +383,21 @@ type request struct {
 var defaultTail = "0:" + processMetadata
 
 // lineEntry sets r.entry, the call's entry in the line of a Client with id,
-// for a call that gives up at ctx's deadline (see lua/lib.lua).
+// for a call that gives up at ctx's deadline (see lua/lib.lua). A
+// semaphore's waiter carries its limit after its mode ("s3"): a handoff
+// made while no limit is recorded records it.
 func (r *request) lineEntry(ctx context.Context, clientID string) string {
 	if r.entry == "" {
 		deadline := "0"
 		if d, ok := ctx.Deadline(); ok {
 			deadline = strconv.FormatInt(d.UnixMilli(), 10)
 		}
+		limit := ""
+		if r.kind == permitKind {
+			limit, _ = r.acquireArg.(string) // the Semaphore's limit (see Semaphore.acquire)
+		}
 		r.entry = r.token + " " + clientID + " " + strconv.FormatInt(r.cfg.ttl.Milliseconds(), 10) + " " +
-			r.kind.mode + " " + deadline + " " + r.tail
+			r.kind.mode + limit + " " + deadline + " " + r.tail
 	}
 	return r.entry
 }

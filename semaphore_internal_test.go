@@ -13,9 +13,10 @@ import (
 // through the release script (abandon), in the background. It must not
 // hand out permits by its own limit: with 2 of 2 permits held and a waiter
 // in line, a leaving caller of limit 3 gave the waiter a third permit (a
-// make test run caught it as the waiter never lining up). Nor may a
-// release hand out more than one permit when the semaphore's limit is
-// forgotten (its keys expired under a line whose holders died).
+// make test run caught it as the waiter never lining up). Nor may it when
+// the semaphore's limit is forgotten (its keys expired under a line whose
+// holders died): permits then go by the limit the waiters carry in their
+// line entries, which the first grant records.
 func TestSemaphoreReleaseHandsByTheLimitInUse(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -62,30 +63,37 @@ func TestSemaphoreReleaseHandsByTheLimitInUse(t *testing.T) {
 		t.Fatalf("%d permits held of 2 after a limit-3 caller left", n)
 	}
 
-	// The limit forgotten under the line: one permit at most is handed, not
-	// one per the leaving caller's limit (3 here, for waiters of 2).
+	// The limit forgotten under the line: permits are handed by the
+	// waiters' limit, which the first grant records (2, 2 permits), not by
+	// the leaving caller's (3 here, for waiters of 2).
 	if err := rdb.Del(ctx, names.lock+":h", names.lock+":d").Err(); err != nil {
 		t.Fatal(err)
 	}
 	leave("3")
-	if n := rdb.ZCard(ctx, names.lock+":h").Val(); n != 1 {
-		t.Fatalf("%d permits handed while the limit was unknown, want 1", n)
+	if n := rdb.ZCard(ctx, names.lock+":h").Val(); n != 2 {
+		t.Fatalf("%d permits handed while the limit was unknown, want 2 (the waiters' limit)", n)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
+	if n := rdb.HGet(ctx, names.lock+":d", "!n").Val(); n != "2" {
+		t.Fatalf("limit %q recorded by the handoff, want the waiters' 2", n)
+	}
+	for range 2 {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the first two waiters did not get the permits handed to them within 5s")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the first waiter did not get the permit handed to it within 5s")
 	}
 	cancel()
 }
 
-// A caller of another limit that lined up while the semaphore's limit was
-// forgotten is refused when it asks again, once the limit is known, and
-// leaves the line: it waited on for a permit, which a release would then
-// have handed it, with ErrLimitMismatch never said.
+// A caller of another limit that asks while the semaphore's limit is
+// forgotten under a line is refused, and leaves no entry in the line: it
+// lined up and waited on for a permit, which a release would then have
+// handed it, with ErrLimitMismatch never said. Its ask hands the waiters
+// ahead their permits by their own limit, which it is then held to.
 func TestSemaphoreLimitLearnedWhileWaiting(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -114,7 +122,7 @@ func TestSemaphoreLimitLearnedWhileWaiting(t *testing.T) {
 	five, _ := xc.NewSemaphore("pool", 5)
 	refused := make(chan error, 1)
 	go func() { _, err := five.Acquire(ctx); refused <- err }()
-	// The waiters take a permit each, the second recording the limit 2.
+	// The waiters take a permit each, by and recording their limit 2.
 	for range 2 {
 		if err := <-got; err != nil {
 			t.Fatal(err)

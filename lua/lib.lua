@@ -13,7 +13,9 @@
 -- The line is a list of entries
 --   "<token> <client id> <ttl ms> <mode> <deadline> <tail>"
 -- mode "x" for an exclusive hold, "s" for a shared one (read-write locks
--- and semaphores, see shared.lua); deadline is when the waiter gives up,
+-- and semaphores, see shared.lua); a semaphore's waiter follows the "s"
+-- with its limit ("s3"), which a handoff records when none is; deadline
+-- is when the waiter gives up,
 -- unix ms by its own clock, "0" for never. A handoff skips a waiter whose
 -- deadline is less than skew_ms after the releaser's clock (it would give
 -- up before the grant reached it) and one that is gone. A handoff publishes "g <fence> <token>" on the lock's channel for that
@@ -50,12 +52,13 @@ end
 
 local skew_ms = 5
 
--- parse_entry returns token, client, ttl, mode, tail of a line entry, or
--- nil when its waiter gave up by its deadline (now: the releaser's clock).
+-- parse_entry returns token, client, ttl, mode, tail of a line entry, and
+-- a semaphore waiter's limit ("" for other entries), or nil when its
+-- waiter gave up by its deadline (now: the releaser's clock).
 local function parse_entry(e, now)
-  local token, client, ttl, mode, deadline, tail = string.match(e, '^(%S+) (%S+) (%d+) (%a) (%d+) (.*)$')
+  local token, client, ttl, mode, limit, deadline, tail = string.match(e, '^(%S+) (%S+) (%d+) (%a)(%d*) (%d+) (.*)$')
   if token and (deadline == '0' or tonumber(deadline) >= tonumber(now) + skew_ms) then
-    return token, client, ttl, mode, tail
+    return token, client, ttl, mode, tail, limit
   end
   return nil
 end

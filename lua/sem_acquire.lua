@@ -1,6 +1,7 @@
 -- sem_acquire: one attempt at a semaphore permit (after lib.lua,
 -- shared.lua). KEYS and ARGV as in shared.lua, ARGV[7] limit: the
--- semaphore's number of permits (permits go in arrival order).
+-- semaphore's number of permits (permits go in arrival order), which the
+-- line entry ARGV[9] carries too ("s<limit>", see lib.lua).
 -- returns the fence when granted ({1, fence, 1, 0} when a handoff gave it
 -- to the caller: 0, the lease left is not told), {0, ms until a permit's lease ends, or -1} otherwise (and
 -- the caller is in line in mode "j"; a re-ask gets the fence counter's
@@ -23,8 +24,14 @@ end
 local n = tonumber(limit)
 local head
 -- Waiters ahead are served by the limit in use, not the caller's; with
--- none in use, one at most (see shared_release.lua).
-head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], (have and n or 1) - held, held)
+-- none in use, by the first one's own, which its grant records (see
+-- handoff_shared).
+head, held = serve_ahead(entry, since, ARGV[5], ARGV[6], have and n - held, held)
+if not have and held > 0 then
+  -- The waiters ahead were handed permits, and the limit they brought is
+  -- the one in use now: the caller is held to it, as above.
+  have = redis.call('HGET', KEYS[5], '!n')
+end
 -- A caller in line may have been handed a permit; and any caller's first
 -- run may have taken one, when go-redis sent the script again after a lost
 -- answer (none can be held while nothing is). It leaves the line then: its
@@ -35,6 +42,9 @@ if f then
     redis.call('LREM', KEYS[3], 0, entry)
   end
   return {1, f, 1, 0}
+end
+if have and have ~= limit then
+  return redis.error_reply('LIMIT ' .. have)
 end
 if held < n and (not head or head == entry) then
   if head then

@@ -90,7 +90,11 @@ end
 -- == 0, and nothing granted in this call). It stops at the first waiter it
 -- cannot serve, so nobody is overtaken. Returns the number of grants.
 -- room may be a function that returns it, called only when a waiter is in
--- line: a release with nobody waiting then skips what room costs.
+-- line: a release with nobody waiting then skips what room costs. A
+-- semaphore with no limit recorded ("!n": its keys expired under a line
+-- whose holders died, or every lease ran out) has room false: the first
+-- waiter served brings its own limit, from its entry (see lib.lua), and its
+-- grant records it; the waiters after it are served by that limit.
 local function handoff_shared(pub, since, claim, link, room, held)
   local now, granted = nil, 0
   while true do
@@ -101,7 +105,14 @@ local function handoff_shared(pub, since, claim, link, room, held)
     if type(room) == 'function' then
       room = room()
     end
-    local token, client, ttl, mode, tail = parse_entry(e, since)
+    local token, client, ttl, mode, tail, limit = parse_entry(e, since)
+    local free, record = room, nil
+    if not room then
+      -- (an entry without a limit, of an older client: one permit at most,
+      -- recording none)
+      record = limit ~= '' and limit or nil
+      free = tonumber(record or 1) - held
+    end
     if mode == 'x' and (held > 0 or granted > 0) then
       -- A writer that cannot be served yet stops the line, unless nobody
       -- hears its client (a ping "p"): gone, it would stop the line until
@@ -111,7 +122,7 @@ local function handoff_shared(pub, since, claim, link, room, held)
         break
       end
       token = nil
-    elseif mode ~= 'x' and room <= 0 then
+    elseif mode ~= 'x' and free <= 0 then
       break
     end
     redis.call('LPOP', KEYS[3])
@@ -128,8 +139,12 @@ local function handoff_shared(pub, since, claim, link, room, held)
         return granted + 1
       end
       now = now or now_ms()
-      hold_shared(token, lease, value, now, held)
-      granted, room, held = granted + 1, room - 1, held + 1
+      if record then
+        hold_shared(token, lease, value, now, held, '!n', record)
+      else
+        hold_shared(token, lease, value, now, held)
+      end
+      granted, room, held = granted + 1, free - 1, held + 1
     end
   end
   return granted

@@ -6,7 +6,8 @@
 -- ARGV[1..2] as in release.lua, and pub and claim as there
 -- ARGV[3] limit   "0" for a read-write lock; for a semaphore the caller's
 --                 number of permits, which only says "a semaphore": the
---                 script hands permits by the limit recorded, "!n"
+--                 script hands permits by the limit recorded, "!n" (with
+--                 none, by the first waiter's own)
 -- ARGV[4..6] entry, notify (unused) and link as release.lua's ARGV[3..5],
 --                 passed together or not at all
 -- returns {-1} when the token holds nothing, 0 when released, {0, n} when n
@@ -15,9 +16,9 @@
 -- A semaphore hands permits by the limit in use ("!n"), not the caller's:
 -- a caller refused for asking with another limit leaves through here too,
 -- and must not hand out permits by its own. With no limit in use (its keys
--- expired under waiters whose holders died) it hands at most one permit,
--- and only when none is held: within any limit the waiters may have. It
--- reads "!n" only when someone is in line.
+-- expired under waiters whose holders died) it hands them by the limit of
+-- the first waiter served, which that grant records (see handoff_shared).
+-- It reads "!n" only when someone is in line.
 local token, limit = ARGV[1], tonumber(ARGV[3])
 local sem = limit > 0
 if ARGV[4] and ARGV[4] ~= '' then
@@ -50,7 +51,8 @@ if not exclusive then
   local room = 1e9
   if sem then
     room = function()
-      return tonumber(redis.call('HGET', KEYS[5], '!n') or '1') - held
+      local n = redis.call('HGET', KEYS[5], '!n')
+      return n and tonumber(n) - held
     end
   end
   handed = handoff_shared(pub, ARGV[2], claim, ARGV[6] or '', room, held)
