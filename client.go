@@ -50,6 +50,7 @@ type Client struct {
 	mu       sync.Mutex
 	renewer  *renewer
 	notifier *notifier
+	watching atomic.Bool // watchRestarts has run
 }
 
 // New returns a Client on rdb. Close stops what the Client started; it does

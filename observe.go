@@ -60,7 +60,8 @@ const (
 	// it is not waited for until it answers again.
 	EventNodeError
 	// EventResubscribed: the pub/sub connection through which waiters hear
-	// of releases broke (Err) and is being made again, or was left on a
+	// of releases, and holders of restarts, broke (Err) and is being made
+	// again (then every lock the Client holds is renewed), or was left on a
 	// node that is no longer the master (Err: errPassedOver) and is moved.
 	EventResubscribed
 )

@@ -556,3 +556,29 @@ func TestQuorumCloseCoversLateGiveBacks(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// A quorum Client holding a renewed lock keeps the holders subscription on
+// every node, and a node that restarts has its locks renewed at once (a
+// renewal event, 10 s before the scheduled one), without losing them.
+func TestQuorumHolderRenewsWhenANodeRestarts(t *testing.T) {
+	rec := &recorder{}
+	servers, a, _ := quorumSetup(t, 3, distlock.WithObserver(rec))
+	ctx := ctxT(t, 30*time.Second)
+	l, err := a.TryLock(ctx, "q-restart", distlock.WithTTL(30*time.Second))
+	must(t, err)
+	for _, s := range servers {
+		waitHolders(t, s.Client(t), 1)
+	}
+	rec.mu.Lock()
+	rec.events = nil
+	rec.mu.Unlock()
+	servers[1].Restart(t)
+	waitFor(t, 5*time.Second, "a renewal after the node restart", func() bool {
+		_, ok := rec.find(distlock.EventRenewal, nil)
+		return ok
+	})
+	if err := l.Err(); err != nil {
+		t.Fatalf("lost after one node of three restarted: %v", err)
+	}
+	must(t, l.Release(ctx))
+}

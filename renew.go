@@ -39,6 +39,7 @@ type renewer struct {
 	stopped bool
 	rush    bool      // renew every lock now (renewAll)
 	rushed  time.Time // when renewAll last asked
+	putOff  bool      // a renewAll within renewAllGap waits for its end
 	armedAt int64     // unix ns the scheduler's timer fires; guarded by mu
 	// scheduled is how many locks the scheduler had when it last armed its
 	// timer; guarded by mu, for tests
@@ -101,14 +102,13 @@ func (c *Client) track(l *Lock) {
 		l.end(lost, closedCause)
 		return
 	}
-	first := c.renewer == nil
-	if first {
+	if c.renewer == nil {
 		c.renewer = startRenewer(c)
 	}
 	r := c.renewer
 	c.mu.Unlock()
-	if first {
-		c.watchRestarts()
+	if l.renew && c.watching.CompareAndSwap(false, true) {
+		c.watchRestarts() // (what it tells renews renewed locks only)
 	}
 	r.add(l)
 }
@@ -184,12 +184,21 @@ func (r *renewer) forget(l *Lock) {
 // without some grants, and a holder should hear of that within a round
 // trip, not a third of its TTL later. A break costs one early renewal per
 // lock, and a connection that keeps breaking at most one per lock per
-// renewAllGap: later asks within it are dropped (the scheduled renewals
-// still run).
+// renewAllGap: asks within it are put off to its end, one for all of them,
+// not dropped, since a server that restarts again soon after (a crash
+// loop) may have lost a lock granted between the two.
 func (r *renewer) renewAll() {
 	r.mu.Lock()
 	if now := time.Now(); now.Sub(r.rushed) >= renewAllGap {
 		r.rush, r.rushed = true, now
+	} else if !r.putOff && !r.stopped {
+		r.putOff = true
+		time.AfterFunc(renewAllGap-now.Sub(r.rushed), func() {
+			r.mu.Lock()
+			r.putOff = false
+			r.mu.Unlock()
+			r.renewAll()
+		})
 	}
 	r.mu.Unlock()
 	select {

@@ -108,6 +108,7 @@ func testHolderToldWhenSnapshotBringsBackShorterLease(t *testing.T, waited bool)
 
 	l, err := c.TryLock(ctx, "snap", distlock.WithTTL(3*time.Second))
 	must(t, err)
+	waitHolders(t, rdb, 1) // (a restart before it is missed: deployments.md)
 	lost := make(chan time.Time, 1)
 	go func() { <-l.Lost(); lost <- time.Now() }()
 	must(t, rdb.Save(ctx).Err()) // the snapshot has the 3 s lease
