@@ -2,7 +2,8 @@
 -- semaphores, whose holds may be shared: readers, permits.
 -- KEYS[1] exclusive grant (a writer; never set for a semaphore)
 -- KEYS[2] fence counter
--- KEYS[3] line (entries with mode "x" for writers, "s" for shared holds)
+-- KEYS[3] line (entries with mode "x" for writers, "s" for shared holds,
+--         "s<N>" for a semaphore's waiter of limit N: see lib.lua)
 -- KEYS[4] shared holds: zset token -> lease end, server ms
 -- KEYS[5] their grants: hash token -> grant as in lib.lua; on a semaphore
 --         field "!n" is its limit
