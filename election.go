@@ -228,6 +228,11 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 }
 
 func (e *Election) observe(ctx context.Context, n *notifier, w *waiter, out chan<- Leader) {
+	// Reads end at Close too, and each within a bound: a read stuck on a
+	// hung Redis would otherwise keep the channel open past Close.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.c.closedCtx, cancel)()
 	if !n.isLive(w) {
 		if _, err := e.c.park(ctx, w, liveWait); err != nil {
 			return
@@ -237,7 +242,10 @@ func (e *Election) observe(ctx context.Context, n *notifier, w *waiter, out chan
 	sent, backoff := false, 10*time.Millisecond
 	for {
 		asked := time.Now()
-		now, err := e.Leader(ctx)
+		rctx, stop := context.WithTimeout(ctx, cleanupTimeout)
+		// not inline: a cancel does not cut short an inline call
+		now, err := detachedOn(e.c, false, rctx, e, func(ctx context.Context, e *Election) (Leader, error) { return e.Leader(ctx) }, nil)
+		stop()
 		wait := time.Duration(-1) // no timer: changes are announced
 		switch {
 		case err == nil || errors.Is(err, ErrNoLeader):

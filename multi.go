@@ -179,7 +179,19 @@ func (m *MultiLock) Lost() <-chan struct{} {
 	if m.none() {
 		return closedChan
 	}
+	m.noticeLoss()
 	return m.lost
+}
+
+// noticeLoss makes a member's loss that is known already (its Err says
+// so) the set's at once, not when watch's callback gets to run.
+func (m *MultiLock) noticeLoss() {
+	for _, l := range m.locks {
+		if cause := l.Err(); errors.Is(cause, ErrLost) {
+			m.lose(l.key, cause)
+			return
+		}
+	}
 }
 
 // Err returns nil while every lock is held, after a loss the first
@@ -189,6 +201,7 @@ func (m *MultiLock) Err() error {
 	if m.none() {
 		return ErrNotHeld
 	}
+	m.noticeLoss()
 	m.mu.Lock()
 	err := m.err
 	m.mu.Unlock()

@@ -3,10 +3,14 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // Observe: "a leader whose lease ran out is noticed when the lease ends".
@@ -128,4 +132,104 @@ func TestProclaimOnZeroLockDoesNotPanic(t *testing.T) {
 	if err := apiEdgeCall(func() error { return ld.Proclaim(ctx, "v") }); !errors.Is(err, distlock.ErrNotHeld) {
 		t.Errorf("Proclaim on a Leadership of a zero Lock: %v; want ErrNotHeld", err)
 	}
+}
+
+// MultiLock.Err: "nil while every lock is held, after a loss the first
+// loss's cause". A member's loss known synchronously (TTL finds the hold
+// gone: "it is known lost now (Lost and Context say so at once)") is not
+// yet the set's: the set hears of it only through context.AfterFunc, in
+// another goroutine (found in review: 30 of 30 rounds).
+func TestMultiLockErrOnceAMemberIsKnownLost(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 30*time.Second)
+	misses := 0
+	const rounds = 30
+	for i := range rounds {
+		a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+		m, err := c.LockAll(ctx, []string{a, b})
+		must(t, err)
+		rdb.Del(ctx, "distlock:{"+a+"}")
+		l := m.Locks()[0]
+		if _, err := l.TTL(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+			t.Fatalf("TTL after the delete: %v", err)
+		}
+		// l is known lost now: its Lost is closed, its Err says why.
+		select {
+		case <-l.Lost():
+		default:
+			t.Fatal("member's Lost not closed after TTL found it gone")
+		}
+		merr := m.Err()
+		lostClosed := false
+		select {
+		case <-m.Lost():
+			lostClosed = true
+		default:
+		}
+		if merr == nil || !lostClosed {
+			misses++
+			if misses == 1 {
+				t.Logf("round %d: member %q Err=%v, but MultiLock.Err()=%v, MultiLock.Lost closed=%v", i, a, l.Err(), merr, lostClosed)
+			}
+		}
+		_ = m.Release(ctx)
+	}
+	if misses > 0 {
+		t.Fatalf("%d of %d rounds: a member was known lost (its Err, its Lost) while MultiLock.Err() was nil / Lost open", misses, rounds)
+	}
+}
+
+// Observe's channel "is closed at once after Close". An observer whose
+// read of the leader (at its lease's end) is stuck on a hung Redis is not
+// stopped by Close: it reads under the caller's ctx only, and Close gives
+// up on it after its 4 s bound, leaving the channel open and the goroutine
+// running until the caller's deadline (found in review: still open 6 s
+// after Close began).
+func TestObserveClosedAtCloseWhileRedisHangs(t *testing.T) {
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	p := faultproxy.Start(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, ReadTimeout: -1, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	c := distlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	other := distlock.New(direct)
+	t.Cleanup(func() { other.Close() })
+	ctx := ctxT(t, 40*time.Second)
+	e, err := c.NewElection("hang")
+	must(t, err)
+	oe, _ := other.NewElection("hang")
+	octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	seen := e.Observe(octx)
+	if l := nextLeader(t, seen, 5*time.Second); l.Elected() {
+		t.Fatalf("first %+v", l)
+	}
+	if _, err := oe.Campaign(ctx, "a", distlock.WithoutRenewal(), distlock.WithTTL(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if l := nextLeader(t, seen, 5*time.Second); !l.Elected() {
+		t.Fatalf("second %+v", l)
+	}
+	p.Blackhole()
+	time.Sleep(1500 * time.Millisecond) // a clock wait: the 1 s lease ends, the observer reads, and hangs
+	closed := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		for range seen {
+		}
+		closed <- time.Since(start)
+	}()
+	c.Close()
+	took := time.Since(start)
+	select {
+	case d := <-closed:
+		t.Logf("channel closed %v after Close began (Close took %v)", d.Round(time.Millisecond), took.Round(time.Millisecond))
+		if d > 500*time.Millisecond {
+			t.Fatalf("Observe's channel closed only %v after Close began (Close took %v)", d.Round(time.Millisecond), took.Round(time.Millisecond))
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatalf("Observe's channel still open %v after Close began (Close took %v)", time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
+	}
+	p.Heal()
 }
