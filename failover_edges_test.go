@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -516,5 +518,111 @@ func TestFailoverClusterHungMasterHoldsUpNoOtherShard(t *testing.T) {
 	}
 	if healthy > 4*time.Second {
 		t.Errorf("after a hung master's failover, a waiter on a healthy shard waited %v for its subscription (want well under the dial timeouts of the dead shard's channels)", healthy)
+	}
+}
+
+// clusterListeners counts the goroutines that read a subscription of a
+// notifier (subscriber.listen).
+func clusterListeners() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "distlock.(*subscriber).listen.func")
+}
+
+// docs/deployments.md, Redis Cluster: "A master that was *killed* ends no
+// subscription: when a shard subscription's connection fails, the Client
+// reloads its map of the Cluster and moves that subscription's channels to
+// their slots' new master, trying again on every failure of its redial ...
+// until all have moved, then closes it in the background." And
+// subscribe.go closeIfUnused: "one left on a node that is no longer a
+// master (killed, or demoted) would redial it, or listen there, for as long
+// as the Client lives".
+//
+// A master's shard subscription whose channels were all pruned (idle
+// beyond maxIdleChannels) stays open with no channel: the prune path
+// (applySharded with on=false) never calls closeIfUnused. When that master
+// is then killed, rehomeAll finds no channel to move, so nothing ever
+// closes the subscription: its listener redials the dead address (at most a
+// second apart) for as long as the Client lives.
+func TestClusterDeadMastersEmptySubscriptionIsClosed(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	ctx := ctxT(t, 3*time.Minute)
+	const name = "dead-empty"
+	m := cl.MasterOf(t, name)
+	reps := cl.ReplicasOf(t, m)
+	if len(reps) == 0 {
+		t.Fatal("no replica")
+	}
+	slot := cl.Slot(t, name)
+
+	// Seeds without the doomed master; count dials to its address.
+	var seeds []string
+	for _, s := range cl.Nodes {
+		if s != m {
+			seeds = append(seeds, s.Addr)
+		}
+	}
+	var deadDials atomic.Int64
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: seeds, ContextTimeoutEnabled: true, DialTimeout: time.Second,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == m.Addr {
+				deadDials.Add(1)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	t.Cleanup(func() { _ = cc.Close() })
+	c := distlock.New(cc)
+	t.Cleanup(func() { c.Close() })
+	holder := clusterLocks(t, cl)
+
+	mAdmin := redis.NewClient(&redis.Options{Addr: m.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = mAdmin.Close() })
+	failoverEdgeWaitOnce(t, ctx, holder, c, mAdmin, name)
+
+	// 257 more idle channels, none on m: name's channel is the oldest
+	// idle one and is pruned, leaving m's subscription without channels.
+	var others []string
+	for i := 0; len(others) < 257; i++ {
+		n := fmt.Sprintf("pruned-%d", i)
+		if cl.MasterOf(t, n) != m {
+			others = append(others, n)
+		}
+	}
+	for _, n := range others {
+		if _, err := holder.TryLock(ctx, n, distlock.WithTTL(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, n := range others {
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+			defer cancel()
+			_, _ = c.Lock(wctx, n)
+		})
+	}
+	wg.Wait()
+	waitFor(t, 10*time.Second, "the pruned channel to leave m", func() bool {
+		return failoverEdgeShardSubs(ctx, mAdmin, name) == 0
+	})
+	before := clusterListeners() // (3: one per master)
+
+	failoverEdgeKillAndTakeOver(t, cl, m, reps[0], slot)
+	// The listener fails and redials, at most a second apart, until its
+	// subscription is closed: wait for 2 s without a dial of the dead
+	// address.
+	last, quietSince := deadDials.Load(), time.Now()
+	for deadline := time.Now().Add(20 * time.Second); time.Since(quietSince) < 2*time.Second; time.Sleep(100 * time.Millisecond) { // polling a dial count
+		if d := deadDials.Load(); d != last {
+			last, quietSince = d, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead master's shard subscription (no channels on it) still redials its address 20 s after its slots were taken over "+
+				"(%d dials; %d listener goroutines, %d with the master alive): want it closed, as a subscription whose channels have all moved is",
+				last, clusterListeners(), before)
+		}
 	}
 }

@@ -196,6 +196,7 @@ func (s *subscriber) applySharded(op subOp) {
 	if !op.on {
 		if old != nil {
 			_ = old.SUnsubscribe(ctx, op.channel)
+			s.closeIfUnused(old)
 		}
 		return
 	}
