@@ -60,13 +60,14 @@ type Client struct {
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	cfg := buildClientConfig(opts)
 	c := newClient(cfg)
+	clash := prefixClash(cfg.prefix)
 	switch {
 	case isNil(rdb):
 		c.broken = ErrNilClient
 	case isRing(rdb):
 		c.broken = fmt.Errorf("%w: a Ring shards keys by client-side hashing, and moves them when a shard comes or goes: locks and fences would not survive that (use a Cluster, Sentinel or NewQuorum)", ErrInvalidOption)
-	case prefixClash(cfg.prefix) != nil:
-		c.broken = prefixClash(cfg.prefix)
+	case clash != nil:
+		c.broken = clash
 	case cfg.ack.replicas > 0 && isCluster(rdb):
 		c.broken = fmt.Errorf("%w: WithReplicaAck needs a standalone or Sentinel client, not a Cluster client", ErrInvalidOption)
 	case isCluster(rdb) && !clusterPrefix(cfg.prefix):
