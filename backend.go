@@ -178,7 +178,17 @@ func detachedFunc[T any](c *Client, ctx context.Context, op func(context.Context
 // whether op may run inline: on a quorum Client it is the first node, whose
 // calls no quorum wait bounds.
 func adminFunc[T any](c *Client, ctx context.Context, op func(context.Context) (T, error)) (T, error) {
-	return detachedOn(c, c.adminDeadlines, ctx, op, callFunc[T], nil)
+	s, _ := c.b.(*single)
+	if s == nil || !s.c.cluster {
+		return detachedOn(c, c.adminDeadlines, ctx, op, callFunc[T], nil)
+	}
+	// A Cluster's slot may have failed over: as after a failed renewal, the
+	// map is reloaded, or the caller's retries would all go to a dead master.
+	return detachedOn(c, c.adminDeadlines, ctx, func(ctx context.Context) (T, error) {
+		v, err := op(ctx)
+		s.reloadMap(err)
+		return v, err
+	}, callFunc[T], nil)
 }
 
 func callFunc[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,9 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = clash
 	case cfg.ack.replicas > 0 && isCluster(rdb):
 		c.broken = fmt.Errorf("%w: WithReplicaAck needs a standalone or Sentinel client, not a Cluster client", ErrInvalidOption)
+	case isCluster(rdb) && strings.HasSuffix(cfg.prefix, slotCounterPart):
+		c.broken = fmt.Errorf("%w: key prefix %q ends with %q, which a Cluster's fence counters put after the prefix: its locks would be the counters of prefix %q",
+			ErrInvalidOption, cfg.prefix, slotCounterPart, strings.TrimSuffix(cfg.prefix, slotCounterPart))
 	case isCluster(rdb) && !clusterPrefix(cfg.prefix):
 		c.broken = fmt.Errorf("%w: key prefix %q: on a Cluster a '{' in it must open a non-empty hash tag that closes within the prefix", ErrInvalidOption, cfg.prefix)
 	default:
@@ -195,7 +199,9 @@ func (c *Client) Close() error {
 // if another owner holds it.
 //
 // On failure the error matches ErrNotObtained (held by another owner, or
-// ctx ended first, when it also matches ctx.Err()), ErrInvalidKey,
+// ctx had ended before the call, when it also matches ctx.Err()),
+// ErrNoAnswer (ctx ended before Redis answered; it also matches ctx.Err()),
+// ErrInvalidKey,
 // ErrInvalidTTL, ErrInvalidOption or ErrNilContext (bad input), ErrClosed
 // or ErrNilClient, ErrNotReplicated (WithReplicaAck), or wraps the Redis
 // client's error.
@@ -219,8 +225,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // take a free lock ahead of the line; with WithFair it never does. A quorum
 // Client waits in a line per process instead.
 //
-// On failure the error is as for TryLock; when ctx ends first it matches
-// both ErrNotObtained and ctx.Err(). Lock returns within ctx's deadline
+// On failure the error is as for TryLock; when ctx ends while the lock is
+// held by another it matches both ErrNotObtained and ctx.Err(), and when ctx
+// ends before Redis answered at all, ErrNoAnswer and ctx.Err(). Lock returns within ctx's deadline
 // whatever Redis does; a grant that Redis makes after the caller gave up is
 // released at once in the background.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
@@ -414,6 +421,10 @@ func newToken() string {
 
 func notObtained(key string, cause error) error {
 	return fmt.Errorf("%w: %q: %w", ErrNotObtained, key, cause)
+}
+
+func noAnswer(key string, cause error) error {
+	return fmt.Errorf("%w: %q: %w", ErrNoAnswer, key, cause)
 }
 
 // nowMillis is the caller's clock as the scripts record it; a variable so

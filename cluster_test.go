@@ -579,3 +579,48 @@ func otherMaster(t *testing.T, cl *redistest.Cluster, from *redistest.Server) *r
 	t.Fatal("no other master")
 	return nil
 }
+
+// TestClusterDownRefusesEverySlot: while a failed master's slots are not
+// served (here: no replica takes over), Redis's default
+// cluster-require-full-coverage puts the whole Cluster in
+// cluster_state:fail, and every master answers CLUSTERDOWN, for every
+// slot: an acquire on a master that never failed is refused, and a lock
+// held there is lost (ErrUnreachable) once its lease could have run out
+// without a renewal. docs/deployments.md said that other slots were
+// unaffected and that only the affected slots refused locks.
+func TestClusterDownRefusesEverySlot(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c := clusterLocks(t, cl)
+	ctx := ctxT(t, 60*time.Second)
+	names := namesOnDistinctMasters(t, cl, "down")
+	victim := cl.MasterOf(t, distlock.DefaultPrefix+"{"+names[0]+"}")
+	name := names[1]
+	survivor := cl.MasterOf(t, distlock.DefaultPrefix+"{"+name+"}")
+	free := ""
+	for i := 0; free == ""; i++ {
+		if n := fmt.Sprintf("free-%d", i); cl.MasterOf(t, distlock.DefaultPrefix+"{"+n+"}") == survivor {
+			free = n
+		}
+	}
+	const ttl = 2 * time.Second
+	held, err := c.TryLock(ctx, name, distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.Kill()
+	admin := failoverEdgeAdmin(t, survivor)
+	waitFor(t, 30*time.Second, "the survivor to see the Cluster down", func() bool {
+		return strings.Contains(admin.ClusterInfo(ctx).Val(), "cluster_state:fail")
+	})
+	if _, err := c.TryLock(ctx, free); err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN") {
+		t.Errorf("acquire on a master that never failed, Cluster down: %v, want CLUSTERDOWN", err)
+	}
+	select {
+	case <-held.Lost():
+		if !errors.Is(held.Err(), distlock.ErrUnreachable) {
+			t.Errorf("lost with %v, want ErrUnreachable", held.Err())
+		}
+	case <-time.After(2 * ttl):
+		t.Errorf("a lock whose renewals are all refused was not lost within %v: %v", 2*ttl, held.Err())
+	}
+}

@@ -439,3 +439,34 @@ func TestSkewedWaiterKeepsItsSubscription(t *testing.T) {
 		t.Errorf("a standalone Client made its subscription anew %d times in 5 s: its waiter was passed over for its deadline, not because nobody heard it", n)
 	}
 }
+
+// List's readers stop when ctx ends; the holds they did not read then make
+// an error, never a shorter list with a nil error. (Since c7f788d a reader
+// that found ctx ended before its next read returned without one, so a ctx
+// that ended between the SCAN and the reads, or between two reads, gave a
+// list missing holds, and no error.)
+func TestListReadsEndingWithCtxGiveAnError(t *testing.T) {
+	srv := redistest.Start(t)
+	c := New(srv.Client(t))
+	defer c.Close()
+	ctx := ctxFor(t, 10*time.Second)
+	var all []listed
+	for i := range 20 {
+		name := fmt.Sprintf("k%02d", i)
+		l, err := c.TryLock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(context.Background())
+		all = append(all, listed{"", name})
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	infos, err := c.readHolds(ended, all)
+	if err == nil {
+		t.Fatalf("read %d of %d holds under an ended ctx, and no error", len(infos), len(all))
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want one that matches context.Canceled", err)
+	}
+}

@@ -146,8 +146,9 @@ func TestCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
 				_, err := c.Lock(wctx, "held")
 				if took := time.Since(start); took > 600*time.Millisecond+deadlineSlack {
 					err = fmt.Errorf("waiting Lock returned %v after its 600ms deadline: %w", took-600*time.Millisecond, err)
-				} else if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
-					err = fmt.Errorf("waiting Lock: %w, want ErrNotObtained and DeadlineExceeded", err)
+				} else if !errors.Is(err, distlock.ErrNotObtained) && !errors.Is(err, distlock.ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {
+					// (ErrNoAnswer when its first ask was out as Redis went silent)
+					err = fmt.Errorf("waiting Lock: %w, want ErrNotObtained or ErrNoAnswer, and DeadlineExceeded", err)
 				} else {
 					err = nil
 				}
@@ -170,8 +171,9 @@ func TestCallsReturnByDeadlineWhenRedisHangs(t *testing.T) {
 				if err == nil || took > 200*time.Millisecond+deadlineSlack {
 					t.Errorf("%s with Redis blackholed: %v after %v, want an error within 200ms+%v", name, err, took, deadlineSlack)
 				}
-				if (name == "TryLock" || name == "Lock") && (!errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded)) {
-					t.Errorf("%s: %v, want ErrNotObtained and DeadlineExceeded", name, err)
+				// Redis never answered: whether the lock is free is unknown.
+				if (name == "TryLock" || name == "Lock") && (!errors.Is(err, distlock.ErrNoAnswer) || errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded)) {
+					t.Errorf("%s: %v, want ErrNoAnswer (not ErrNotObtained) and DeadlineExceeded", name, err)
 				}
 			}
 			// A deadline far enough away for the call to run inline (with
@@ -284,8 +286,9 @@ func TestLockAllGivesBackByDeadlineWhenRedisHangs(t *testing.T) {
 			select {
 			case err := <-res:
 				took := time.Since(start)
-				if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || took > deadline+deadlineSlack {
-					t.Errorf("LockAll with Redis blackholed after its first lock: %v after %v, want ErrNotObtained and DeadlineExceeded within %v+%v",
+				// (ErrNoAnswer when b's first ask was out as Redis went silent)
+				if !errors.Is(err, distlock.ErrNotObtained) && !errors.Is(err, distlock.ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) || took > deadline+deadlineSlack {
+					t.Errorf("LockAll with Redis blackholed after its first lock: %v after %v, want ErrNotObtained or ErrNoAnswer, and DeadlineExceeded within %v+%v",
 						err, took.Round(time.Millisecond), deadline, deadlineSlack)
 				}
 			case <-time.After(deadline + 5*time.Second):
@@ -432,8 +435,8 @@ func TestGrantAfterCallerGaveUpIsGivenBack(t *testing.T) {
 	p.SetLatency(200 * time.Millisecond)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := c.TryLock(short, "late"); !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("TryLock: %v", err)
+	if _, err := c.TryLock(short, "late"); !errors.Is(err, distlock.ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock: %v, want ErrNoAnswer and DeadlineExceeded", err)
 	}
 	gaveUp := time.Now()
 	waitFor(t, 600*time.Millisecond, "the grant to reach Redis", func() bool {
@@ -524,7 +527,9 @@ func TestDeadlineChurn(t *testing.T) {
 					l, err := c.Lock(lctx, fmt.Sprintf("churn:%d", k))
 					if err != nil {
 						giveUps.Add(1)
-						if lctx.Err() == nil || !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, lctx.Err()) {
+						// ErrNoAnswer: the deadline (from 1 ms) passed before
+						// the call's first answer came
+						if lctx.Err() == nil || !errors.Is(err, distlock.ErrNotObtained) && !errors.Is(err, distlock.ErrNoAnswer) || !errors.Is(err, lctx.Err()) {
 							violations.Add(1)
 							example.Store(fmt.Sprintf("ctx err %v: %v", lctx.Err(), err))
 						}
@@ -869,6 +874,37 @@ func TestHandedOverLongFixedLeaseIsExtendedToItsTTL(t *testing.T) {
 	}
 }
 
+// A renewed hold with a TTL of minutes, handed over to a waiter, stays
+// held: its first lease is the handoff's 2 s, and its first renewal's
+// guard took the drift of its TTL (3 s for 5 min) as its margin, more
+// than the lease had left. Redis refused every renewal as late, and the
+// hold was lost (ErrUnreachable) within the 2 s, Redis up and the waiter's
+// lease there; every handoff of a hold whose TTL is above about 100 s
+// was, for each primitive (a lock, a write lock, a semaphore's permit).
+func TestHandedOverLongLeaseIsRenewed(t *testing.T) {
+	const ttl = 5 * time.Minute
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	defer other.Close()
+	ctx := ctxT(t, 30*time.Second)
+	for _, k := range handoffKinds("long-handoff", ttl) {
+		t.Run(k.name, func(t *testing.T) {
+			r := handOver(t, ctx, rdb, k, c, other)
+			defer r.l.Release(ctx)
+			// The handoff's first lease is 2 s: a hold whose renewals are
+			// refused is lost by then.
+			select {
+			case <-r.l.Lost():
+				t.Fatalf("handed-over hold of TTL %v lost: %v", ttl, r.l.Err())
+			case <-time.After(3 * time.Second):
+			}
+			if left, err := r.l.TTL(ctx); err != nil || left <= 2*time.Second {
+				t.Fatalf("lease left %v (%v): renewal did not raise the handoff's lease to the TTL", left, err)
+			}
+		})
+	}
+}
+
 // TestCloseReturnsWhileSubscriptionReconnectHangs: a waiting Client's
 // subscription is cut (RST) while the network to Redis is a blackhole, so
 // go-redis' reconnect hangs in its handshake for the ReadTimeout, holding
@@ -937,4 +973,375 @@ func TestCloseReturnsWhileSubscriptionReconnectHangs(t *testing.T) {
 		}
 	}
 	t.Logf("all ended %v after Close began", time.Since(start))
+}
+
+// TestHandedOverLongLeaseSurvivesAFailedFirstRenewal: a hold of TTL 1 h
+// handed over to a waiter runs on the handoff's 2 s first lease until its
+// first renewal. That renewal meets an error (Redis busy with a slow script
+// for a moment, BUSY, which go-redis does not retry); Redis answers again
+// well within the lease. The retry must go out while the lease lasts: the
+// lock is not lost, and renewal raises its lease to the TTL.
+func TestHandedOverLongLeaseSurvivesAFailedFirstRenewal(t *testing.T) {
+	const ttl, busy = time.Hour, 900 * time.Millisecond
+	c, rdb, _ := setup(t)
+	other := distlock.New(rdb)
+	defer other.Close()
+	ctx := ctxT(t, 30*time.Second)
+	if err := rdb.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range handoffKinds("busy-handoff", ttl) {
+		t.Run(k.name, func(t *testing.T) {
+			// Released right after the waiter's ask: its first lease runs
+			// 2 s from about now, and its first renewal is due 0.67 s on.
+			r := handOver(t, ctx, rdb, k, c, other)
+			defer r.l.Release(ctx)
+			// Redis runs a slow script past the first renewal's time: every
+			// command meanwhile gets BUSY. It ends 1 s before the lease.
+			script := fmt.Sprintf(`local t = redis.call('TIME')
+local t0 = t[1] * 1000 + t[2] / 1000
+repeat t = redis.call('TIME') until t[1] * 1000 + t[2] / 1000 - t0 >= %d
+return 1`, busy.Milliseconds())
+			if err := rdb.Eval(ctx, script, nil).Err(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-r.l.Lost():
+				t.Fatalf("handed-over hold of TTL %v lost after a renewal failed with Redis busy for %v of its 2 s lease: %v", ttl, busy, r.l.Err())
+			case <-time.After(3 * time.Second):
+			}
+			if left, err := r.l.TTL(ctx); err != nil || left <= 2*time.Second {
+				t.Fatalf("lease left %v (%v): renewal did not raise the handoff's lease to the TTL", left, err)
+			}
+		})
+	}
+}
+
+// TestWaitForAnAcquireSlotIsNotCountedAsRoundTrip: a Client lets a quarter
+// of its pool's connections carry acquire calls; a call waits in the
+// process for one of those slots before it is sent. A grant is refused as
+// possibly run out when its answer comes later than its TTL (less drift)
+// after the call was sent: that wait must not count, or every call of a
+// short TTL queued behind a slow one fails though Redis answered it at
+// once. Here the one slot is held 300 ms by a call that Redis holds up
+// (CLIENT PAUSE); the call after it, on a free key with a 50 ms TTL, must
+// get its lock, by TryLock and by Lock.
+func TestWaitForAnAcquireSlotIsNotCountedAsRoundTrip(t *testing.T) {
+	const pause = 300 * time.Millisecond
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	opts := srv.Options()
+	opts.PoolSize = 4 // one acquire slot
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	c := distlock.New(rdb)
+	defer c.Close()
+	ctx := ctxT(t, 20*time.Second)
+	for i, take := range []func(key string) (*distlock.Lock, error){
+		func(key string) (*distlock.Lock, error) {
+			return c.TryLock(ctx, key, distlock.WithTTL(distlock.MinRenewedTTL))
+		},
+		func(key string) (*distlock.Lock, error) {
+			return c.Lock(ctx, key, distlock.WithTTL(distlock.MinRenewedTTL))
+		},
+	} {
+		if err := admin.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "WRITE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		idle := rdb.PoolStats().IdleConns
+		slow := make(chan error, 1)
+		go func() {
+			l, err := c.TryLock(ctx, fmt.Sprint("slow", i), distlock.WithTTL(time.Minute))
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			slow <- err
+		}()
+		waitFor(t, 2*time.Second, "the slow call to be sent", func() bool {
+			s := rdb.PoolStats()
+			return s.TotalConns > s.IdleConns && s.IdleConns < max(idle, 1)
+		})
+		l, err := take(fmt.Sprint("next", i))
+		if err != nil {
+			t.Fatalf("call %d, sent after waiting for the slow call's slot: %v", i, err)
+		}
+		_ = l.Release(ctx)
+		if err := <-slow; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// renewalFailures is an Observer that sends the time of every renewal
+// batch that failed.
+type renewalFailures chan time.Time
+
+func (renewalFailures) Start(ctx context.Context, _ distlock.EventKind, _ string) context.Context {
+	return ctx
+}
+
+func (f renewalFailures) Observe(_ context.Context, e distlock.Event) {
+	if e.Kind == distlock.EventRenewal && e.Failed > 0 {
+		select {
+		case f <- time.Now():
+		default:
+		}
+	}
+}
+
+func (renewalFailures) Link(context.Context) string { return "" }
+
+// TestLongLeaseRenewedWhenRedisIsBackBeforeItEnds: renewals of a lock of
+// TTL 30 s fail (Redis busy with a slow script: BUSY) from its first one
+// on. Redis answers again when less than a tenth of the TTL is left, right
+// after a retry failed: that lease still has seconds to run, and renewal
+// must keep the lock. Retries a tenth of the TTL apart (3 s here, 6 min
+// for an hour) let it run out with Redis back.
+func TestLongLeaseRenewedWhenRedisIsBackBeforeItEnds(t *testing.T) {
+	const ttl = 30 * time.Second
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	failed := make(renewalFailures, 64)
+	c := distlock.New(srv.Client(t), distlock.WithObserver(failed))
+	defer c.Close()
+	ctx := ctxT(t, ttl+20*time.Second)
+	if err := admin.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	l, err := c.TryLock(ctx, "k", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	// Lost no later than this, whatever the lock's own bound.
+	valid := t0.Add(ttl - ttl/100)
+	opts := srv.Options()
+	opts.ReadTimeout = 2 * ttl
+	slow := redis.NewClient(opts)
+	defer slow.Close()
+	busy := make(chan error, 1)
+	go func() {
+		// Busy until the test kills it, or just before the lease ends.
+		busy <- slow.Eval(ctx, `repeat local t = redis.call('TIME') until t[1] * 1000 + t[2] / 1000 >= tonumber(ARGV[1]) return 1`,
+			nil, valid.Add(-200*time.Millisecond).UnixMilli()).Err()
+	}()
+	for back := false; !back; {
+		select {
+		case at := <-failed:
+			back = valid.Sub(at) < ttl/10
+		case <-time.After(time.Until(valid)):
+			t.Fatal("no renewal failed within the lease")
+		}
+	}
+	if err := admin.Do(ctx, "SCRIPT", "KILL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	<-busy
+	backAt := time.Now()
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost %v after Redis answered again, %v before the lease's end: %v", time.Since(backAt), valid.Sub(backAt), l.Err())
+	case <-time.After(time.Until(valid) + 2*time.Second):
+	}
+	if left, err := l.TTL(ctx); err != nil || left < ttl/2 {
+		t.Fatalf("lease left %v (%v): not renewed", left, err)
+	}
+}
+
+// TestHandedOverFixedLeaseKeepsItsTTLWhenItsExtendFails: a waiter's lock
+// WithoutRenewal, TTL 1 h, handed over on the handoff's 2 s first lease,
+// is extended to its TTL before Lock returns. When Redis fails that extend
+// (busy with a slow script: BUSY), nothing extends it later: Lock must not
+// return it as it is, lost 2 s on, but get the lock with its TTL.
+func TestHandedOverFixedLeaseKeepsItsTTLWhenItsExtendFails(t *testing.T) {
+	const ttl, busy, latency = time.Hour, 600 * time.Millisecond, 300 * time.Millisecond
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	waiter, p := proxied(t, srv, false)
+	holder := distlock.New(admin)
+	defer holder.Close()
+	ctx := ctxT(t, 30*time.Second)
+	if err := admin.ConfigSet(ctx, "busy-reply-threshold", "20").Err(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := holder.Lock(ctx, "fixed", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan lockResult, 1)
+	go func() {
+		l, err := waiter.Lock(ctx, "fixed", distlock.WithTTL(ttl), distlock.WithoutRenewal())
+		got <- lockResult{l, err, time.Now()}
+	}()
+	waitFor(t, 3*time.Second, "the waiter to line up", func() bool {
+		return admin.LLen(ctx, "distlock:{fixed}:line").Val() == 1
+	})
+	// The handoff's notice reaches the waiter at once; its extend reaches
+	// Redis latency later, while the script runs.
+	p.SetUpstreamLatency(latency)
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`local t = redis.call('TIME')
+local t0 = t[1] * 1000 + t[2] / 1000
+repeat t = redis.call('TIME') until t[1] * 1000 + t[2] / 1000 - t0 >= %d
+return 1`, busy.Milliseconds())
+	if err := admin.Eval(ctx, script, nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 5*time.Second)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.l.Release(ctx)
+	select {
+	case <-r.l.Lost():
+		t.Fatalf("fixed lease of %v lost %v after Lock returned it: %v", ttl, time.Since(r.at), r.l.Err())
+	case <-time.After(3 * time.Second):
+	}
+	if left, err := r.l.TTL(ctx); err != nil || left < ttl-time.Minute {
+		t.Fatalf("lease left %v (%v), want about %v", left, err, ttl)
+	}
+}
+
+// errorHook signals once a command of its client fails with an error that
+// contains text.
+type errorHook struct {
+	text string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *errorHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *errorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && strings.Contains(err.Error(), h.text) {
+			h.once.Do(func() { close(h.seen) })
+		}
+		return err
+	}
+}
+
+func (h *errorHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestHandedOverFixedLeaseDoesNotSpinWhenItsExtendFails: a waiter's lock
+// WithoutRenewal whose extend to its TTL fails at the handoff is dropped and
+// asked for again (66b200b). When Redis keeps refusing writes but serves
+// reads (min-replicas-to-write with its replicas gone: NOREPLICAS), the
+// re-ask reads the handed grant without writing, and its extend fails
+// again: the call must not ask again in a tight loop for as long as the
+// grant's first lease lasts (3,579 script calls in it before), but wait a
+// tenth of that lease between asks, as a failed renewal does (about 20).
+func TestHandedOverFixedLeaseDoesNotSpinWhenItsExtendFails(t *testing.T) {
+	const ttl, latency = time.Hour, 300 * time.Millisecond
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	waiter, p, wrdb := proxiedRedis(t, srv, false)
+	hook := &errorHook{text: "NOREPLICAS", seen: make(chan struct{})}
+	wrdb.AddHook(hook)
+	holder := distlock.New(admin)
+	defer holder.Close()
+	ctx := ctxT(t, 30*time.Second)
+	defer admin.ConfigSet(context.Background(), "min-replicas-to-write", "0")
+	h, err := holder.Lock(ctx, "spin", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The waiter gives up 3 s after the handoff, past its grant's 2 s
+	// first lease.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan lockResult, 1)
+	go func() {
+		l, err := waiter.Lock(wctx, "spin", distlock.WithTTL(ttl), distlock.WithoutRenewal())
+		got <- lockResult{l, err, time.Now()}
+	}()
+	waitFor(t, 3*time.Second, "the waiter to line up", func() bool {
+		return admin.LLen(ctx, "distlock:{spin}:line").Val() == 1
+	})
+	// The handoff's notice reaches the waiter at once; its extend reaches
+	// Redis latency later, once Redis refuses writes.
+	p.SetUpstreamLatency(latency)
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ConfigSet(ctx, "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hook.seen:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter's extend did not fail")
+	}
+	p.SetUpstreamLatency(0)
+	before := evalCalls(t, admin)
+	time.AfterFunc(3*time.Second, cancel)
+	var r lockResult
+	select {
+	case r = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lock did not return after its ctx ended")
+	}
+	calls := evalCalls(t, admin) - before
+	if r.l != nil {
+		r.l.Release(ctx)
+	}
+	t.Logf("Lock: %v; %d script calls in the 3 s after the failed extend", r.err, calls)
+	if calls > 50 {
+		t.Fatalf("%d script calls in 3 s: the call asked again in a tight loop", calls)
+	}
+}
+
+// handoffKind is one primitive whose hold a release hands to a waiter:
+// take takes it, line is its waiting line's key.
+type handoffKind struct {
+	name, line string
+	take       func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error)
+}
+
+// handoffKinds are a lock, a write lock and a semaphore's permit of name
+// key, taken with ttl.
+func handoffKinds(key string, ttl time.Duration) []handoffKind {
+	return []handoffKind{
+		{"lock", "distlock:{" + key + "}:line", func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) {
+			return c.Lock(ctx, key, distlock.WithTTL(ttl))
+		}},
+		{"write", "distlock:rw{" + key + "}:line", func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) {
+			return rwMutex(c, key).Lock(ctx, distlock.WithTTL(ttl))
+		}},
+		{"permit", "distlock:sem{" + key + "}:line", func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) {
+			return semaphore1(c, key).Acquire(ctx, distlock.WithTTL(ttl))
+		}},
+	}
+}
+
+// handOver has holder take k, waiter line up for it, and holder release
+// it; it returns the waiter's grant, which the release handed over.
+func handOver(t *testing.T, ctx context.Context, rdb *redis.Client, k handoffKind, holder, waiter *distlock.Client) lockResult {
+	t.Helper()
+	h, err := k.take(holder, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan lockResult, 1)
+	go func() {
+		l, err := k.take(waiter, ctx)
+		got <- lockResult{l, err, time.Now()}
+	}()
+	waitFor(t, 2*time.Second, "the waiter to line up", func() bool {
+		return rdb.LLen(ctx, k.line).Val() == 1
+	})
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got, 2*time.Second)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r
 }

@@ -122,7 +122,10 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 // Proclaim changes the value the leader leads with; observers see it. It
 // returns ErrNotHeld when the caller no longer leads, which ends the
 // leadership (Lost closes, cause ErrTaken or ErrExpired), ErrNilContext for
-// a nil ctx.
+// a nil ctx. Under WithReplicaAck it waits for the replicas as an acquire
+// does, and returns ErrNotReplicated when too few acknowledged in time: the
+// master has the value (observers may have seen it), a promoted replica may
+// lead with the old one; the leadership goes on.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -137,12 +140,25 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		return ErrNotHeld
 	}
 	c := l.client
-	ok, err := detachedFunc(c, ctx, func(ctx context.Context) (int64, error) {
-		return proclaimScript.run(ctx, c.b.admin(), l.names.keys[:1], l.token, "0:"+value, c.b.publish()).Int64()
+	s, _ := c.b.(*single) // (a quorum Client has no elections)
+	var ack replicaAck
+	if s != nil {
+		ack = s.ack
+	}
+	res, err := detachedFunc(c, ctx, func(ctx context.Context) (proclaimed, error) {
+		cmd, acked := ack.run(ctx, c.b.admin(), proclaimScript, proclaimScript.evalsha(l.names.keys[:1], l.token, "0:"+value, c.b.publish()))
+		v, err := cmd.Int64()
+		if s != nil {
+			s.reloadMap(err) // the slot may have failed over
+		}
+		return proclaimed{v, acked}, err
 	})
+	ok := res.v
 	switch {
 	case err != nil:
 		return fmt.Errorf("distlock: proclaim %q: %w", l.key, err)
+	case ok == 1 && !res.acked:
+		return fmt.Errorf("distlock: proclaim %q: %w", l.key, ErrNotReplicated)
 	case ok != 1:
 		// Redis no longer has the leadership: it is known lost now, and
 		// Lost and Context must say so at once, not at the next renewal
@@ -151,6 +167,13 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		return ErrNotHeld
 	}
 	return nil
+}
+
+// proclaimed is proclaim.lua's reply, and whether enough replicas
+// acknowledged it (WithReplicaAck).
+type proclaimed struct {
+	v     int64
+	acked bool
 }
 
 // extendOutcomeOf reads proclaim.lua's "not held" replies as an extend's.

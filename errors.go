@@ -6,11 +6,23 @@ import (
 )
 
 // ErrNotObtained is returned when a lock could not be obtained: another owner
-// holds it (TryLock), or the caller's context ended while waiting (Lock). In
-// the second case the error also wraps the context's error, so
-// errors.Is(err, context.DeadlineExceeded) holds too. A *QuorumError matches
-// it as well.
+// holds it (TryLock), or the caller's context ended while waiting for a lock
+// that Redis said was held (Lock), or had ended before the call. In the last
+// two cases the error also wraps the context's error, so
+// errors.Is(err, context.DeadlineExceeded) holds too. A context that ends
+// before Redis answered the call's first request gives ErrNoAnswer instead.
+// A *QuorumError matches it as well.
 var ErrNotObtained = errors.New("distlock: lock not obtained")
+
+// ErrNoAnswer is returned, wrapping the context's error, when the caller's
+// context ended before Redis answered an acquire's first request: Redis is
+// frozen, partitioned or overloaded (or the Client had so many acquires
+// waiting for answers that the request was never sent), and whether the
+// lock is free is unknown. It does not match ErrNotObtained, which says that Redis answered
+// and the lock was held. A grant that Redis makes after the caller gave up
+// is released in the background. (A quorum Client reports a missed majority
+// as a *QuorumError, whose node errors say which nodes did not answer.)
+var ErrNoAnswer = errors.New("distlock: no answer from Redis")
 
 // ErrNotHeld is returned by Release, Extend and TTL when the lock is no longer
 // held by this Lock: it expired, was taken by another owner, was released, or

@@ -626,3 +626,140 @@ func TestClusterDeadMastersEmptySubscriptionIsClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverClusterKilledMasterReleaseReachesNewMaster: a lock whose
+// master was killed after its replica had the grant, the replica taking
+// over; the holder then releases it. docs/deployments.md: "After a call
+// fails at the network level the Client has go-redis reload its map of
+// the Cluster". A Release did not: it went to the dead address only,
+// failed (connection refused), and the new master kept the lock for
+// nobody until its lease ran out, refusing everyone else.
+func TestFailoverClusterKilledMasterReleaseReachesNewMaster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	holder, _ := failoverEdgeClusterClient(t, cl)
+	other, _ := failoverEdgeClusterClient(t, cl)
+	ctx := ctxT(t, 90*time.Second)
+	const name = "review-failover-release"
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	home := cl.MasterOf(t, hash)
+	rep := cl.ReplicasOf(t, home)[0]
+	homeAdmin, repAdmin := failoverEdgeAdmin(t, home), failoverEdgeAdmin(t, rep)
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write on the same master after the grant, acknowledged by the
+	// replica: the replica has the grant too.
+	if err := homeAdmin.Set(ctx, "{"+name+"}:sync", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := homeAdmin.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d replicas, %v", n, err)
+	}
+	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := l.Release(rctx); err != nil {
+		t.Errorf("Release after the failover (%v): %v", time.Since(start), err)
+	}
+	if n := repAdmin.Exists(ctx, hash).Val(); n != 0 {
+		t.Errorf("the new master still holds the released lock")
+	}
+	if _, err := other.TryLock(ctx, name); err != nil {
+		t.Errorf("the released lock after the failover: %v", err)
+	}
+}
+
+// TestFailoverClusterKilledMasterExtendReachesNewMaster: a lock whose
+// master was killed after its replica had the grant, the replica taking
+// over; the holder then extends it. deployments.md: "After a call fails at
+// the network level the Client has go-redis reload its map of the
+// Cluster". Extend did not: it failed against the dead master until a
+// renewal, which reloads the map, had failed too (6 s, three Extends).
+func TestFailoverClusterKilledMasterExtendReachesNewMaster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	holder, _ := failoverEdgeClusterClient(t, cl)
+	ctx := ctxT(t, 90*time.Second)
+	const name = "review-failover-extend"
+	const ttl = time.Minute // its first renewal is 20 s away
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	home := cl.MasterOf(t, hash)
+	rep := cl.ReplicasOf(t, home)[0]
+	homeAdmin := failoverEdgeAdmin(t, home)
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := homeAdmin.Set(ctx, "{"+name+"}:sync", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := homeAdmin.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d replicas, %v", n, err)
+	}
+	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
+	start := time.Now()
+	for i := 0; ; i++ {
+		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := l.Extend(ectx, ttl)
+		cancel()
+		if err == nil {
+			t.Logf("Extend after the failover succeeded at try %d, %v", i+1, time.Since(start))
+			return
+		}
+		if i > 0 {
+			t.Fatalf("Extend %d after the failover (%v): %v, want the map reloaded after the first failed", i+1, time.Since(start), err)
+		}
+		time.Sleep(300 * time.Millisecond) // past reloadMap's 200 ms rate limit
+	}
+}
+
+// TestFailoverClusterKilledMasterInspectReachesNewMaster: as
+// TestFailoverClusterKilledMasterExtendReachesNewMaster, for Inspect and
+// ForceRelease, which an operator retries: each kept failing against the
+// dead master, their failures reloading nothing.
+func TestFailoverClusterKilledMasterInspectReachesNewMaster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	holder, _ := failoverEdgeClusterClient(t, cl)
+	admin, _ := failoverEdgeClusterClient(t, cl)
+	ctx := ctxT(t, 90*time.Second)
+	const name = "review-failover-inspect"
+	hash := distlock.DefaultPrefix + "{" + name + "}"
+	home := cl.MasterOf(t, hash)
+	rep := cl.ReplicasOf(t, home)[0]
+	homeAdmin := failoverEdgeAdmin(t, home)
+	l, err := holder.TryLock(ctx, name, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Inspect(ctx, name); err != nil { // admin's map names home
+		t.Fatal(err)
+	}
+	if err := homeAdmin.Set(ctx, "{"+name+"}:sync", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := homeAdmin.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d replicas, %v", n, err)
+	}
+	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
+	for _, call := range []struct {
+		what string
+		run  func(context.Context) error
+	}{
+		{"Inspect", func(ctx context.Context) error { _, err := admin.Inspect(ctx, name); return err }},
+		{"ForceRelease", func(ctx context.Context) error { _, err := admin.ForceRelease(ctx, name, l.Fence()); return err }},
+	} {
+		for i := 0; ; i++ {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := call.run(cctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			if i > 0 {
+				t.Fatalf("%s %d after the failover: %v, want the map reloaded after the first failed", call.what, i+1, err)
+			}
+			time.Sleep(300 * time.Millisecond) // past reloadMap's 200 ms rate limit
+		}
+	}
+}

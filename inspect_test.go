@@ -333,3 +333,67 @@ func TestListWithNonUTF8Prefix(t *testing.T) {
 		}
 	}
 }
+
+// Listening counts the connections subscribed to a lock's release channel,
+// and a quorum Client stays subscribed after its wait (an idle channel, see
+// design.md "Subscriptions"): once it took the lock and released it, a free
+// lock with nobody waiting still counts it. cli.md says so for WAITERS and
+// "(N waiting)", which add Listening to Queued; they claimed to count the
+// processes waiting only.
+func TestListeningCountsAQuorumClientAfterItsWait(t *testing.T) {
+	_, a, b := quorumSetup(t, 3)
+	ctx := ctxT(t, 20*time.Second)
+	l, err := a.TryLock(ctx, "job")
+	must(t, err)
+	got := make(chan error, 1)
+	go func() {
+		w, err := b.Lock(ctx, "job")
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	for info, err := a.Inspect(ctx, "job"); info.Listening == 0; info, err = a.Inspect(ctx, "job") {
+		must(t, err)
+		time.Sleep(5 * time.Millisecond) // polling another Client's progress
+	}
+	must(t, l.Release(ctx))
+	must(t, <-got)
+	info, err := a.Inspect(ctx, "job")
+	must(t, err)
+	if info.Held() || info.Queued != 0 || info.Listening != 1 {
+		t.Fatalf("after the waiter took the lock and released it: %+v, want free, Listening 1 (its idle subscription)", info)
+	}
+}
+
+// ForceRelease leaves as it is every value that List skips as no lock's,
+// not only those with no grant's first fields: a value shaped like a grant
+// up to its tail ("<fence> <since> <holds> <line> " and text without the
+// owner's length) was freed by the script, which checked those fields
+// only, and ForceRelease then failed with "not a distlock grant" (exit 69
+// for release --force) with the value gone.
+func TestForceReleaseLeavesValuesListSkips(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 10*time.Second)
+	for i, value := range []string{
+		"12 34 abc 0 text of another application",
+		"12 34 abc 1 9:short",
+		"99999999999999999999 34 abc 0 0:",
+	} {
+		name := fmt.Sprintf("other%d", i)
+		key := "distlock:{" + name + "}"
+		if err := rdb.Set(ctx, key, value, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		infos, err := c.List(ctx, name)
+		if err != nil || len(infos) != 0 {
+			t.Fatalf("List of %q: %+v, %v; want it skipped", value, infos, err)
+		}
+		if _, err := c.ForceRelease(ctx, name, 0); !errors.Is(err, distlock.ErrNotHeld) {
+			t.Errorf("ForceRelease of %q: %v, want ErrNotHeld", value, err)
+		}
+		if got, _ := rdb.Get(ctx, key).Result(); got != value {
+			t.Errorf("after ForceRelease %q is %q, want %q", key, got, value)
+		}
+	}
+}

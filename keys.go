@@ -55,9 +55,16 @@ func nodeCounter(prefix string) func(string) string {
 // migrates or fails over.
 func slotCounter(prefix string) func(string) string {
 	return func(lockKey string) string {
-		return prefix + "fence:{" + slotTag(keySlot(lockKey)) + "}"
+		return prefix + slotCounterPart + "{" + slotTag(keySlot(lockKey)) + "}"
 	}
 }
+
+// slotCounterPart is what a slot's fence counter puts between the prefix
+// and its hash tag. A lock key is the prefix and the name in braces, so a
+// Cluster Client whose prefix ends with it would name a lock (say "0") as
+// the slot counter of the prefix without it ("app:fence:{0}" of "app:"),
+// and either Client would find the other's key in the way.
+const slotCounterPart = "fence:"
 
 // keySlot is Redis Cluster's slot of key: CRC16 of its hash tag (the text
 // between the first '{' and the next '}', if not empty) or of the whole key.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -750,4 +751,44 @@ func TestShortestRenewedLease(t *testing.T) {
 	case <-time.After(40 * distlock.MinRenewedTTL):
 	}
 	must(t, l.Release(ctx))
+}
+
+// TestHoldingManyLocksAddsNoGoroutines: a Client that holds renewed locks
+// runs four goroutines, whatever their number: the renewer's scheduler and
+// worker, and the subscriber and listener of the subscription it keeps to
+// hear of restarts (design.md, "Measured": 2 before that subscription).
+func TestHoldingManyLocksAddsNoGoroutines(t *testing.T) {
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 60*time.Second)
+	const ttl = 300 * time.Millisecond
+	if _, err := c.TryLock(ctx, "one", distlock.WithTTL(ttl)); err != nil {
+		t.Fatal(err)
+	}
+	waitHolders(t, rdb, 1)
+	if got := distlockGoroutines(); got != 4 {
+		t.Fatalf("holding one lock: %d goroutines of distlock's, want 4", got)
+	}
+	const n = 2000
+	for i := range n {
+		if _, err := c.TryLock(ctx, fmt.Sprintf("many:%d", i), distlock.WithTTL(ttl)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := evalCalls(t, rdb)
+	waitFor(t, 30*time.Second, "every lock to be renewed", func() bool { return evalCalls(t, rdb)-base > n })
+	if got := distlockGoroutines(); got != 4 {
+		t.Fatalf("holding %d locks: %d goroutines of distlock's, want 4", n+1, got)
+	}
+}
+
+// distlockGoroutines counts the goroutines that package distlock started.
+func distlockGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "\ncreated by github.com/distlock/distlock.")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }

@@ -34,7 +34,11 @@ type Lock struct {
 	// slack is how much later than valid the server's lease may end: the
 	// round trip of the call that set it, since Redis ran it at some
 	// moment of that trip, plus drift
-	slack   time.Duration
+	slack time.Duration
+	// span is the lease that valid and slack count from, whose drift is
+	// their margin and guard's: a handoff's short first lease, or the lease
+	// left that a late renewal's refusal told, may be far shorter than ttl
+	span    time.Duration
 	renewAt time.Time
 	state   lockState
 	cause   error
@@ -85,6 +89,7 @@ func untrackedLock(c *Client, r *request, fence int64, start time.Time, lease ti
 	}
 	l.valid = start.Add(lease - drift(lease))
 	l.slack = time.Since(start) + drift(lease)
+	l.span = lease
 	l.renewAt = start.Add(lease / 3)
 	return l
 }
@@ -293,13 +298,28 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	c := l.client
 	if c.obs == nil {
-		return l.extend(ctx, ttl)
+		return l.extendCall(ctx, ttl)
 	}
 	start := time.Now()
 	ctx = c.obs.Start(ctx, EventExtend, l.key)
-	err := l.extend(ctx, ttl)
+	err := l.extendCall(ctx, ttl)
 	c.obs.Observe(ctx, Event{Kind: EventExtend, Key: l.key, Fence: l.fence, Err: err, Duration: time.Since(start)})
 	return err
+}
+
+// extendCall is extend for Extend's caller, whose ctx may have ended
+// before the call: then nothing is sent and nothing changes, as when ctx
+// ends while it waits for a renewal in flight. Sent all the same (in the
+// background, or inline with its ttl kept for renewal), it left the lock
+// renewed with the lease that the caller was told it did not get.
+func (l *Lock) extendCall(ctx context.Context, ttl time.Duration) error {
+	if err := checkTTL(ttl, l.renew); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("distlock: extend %q: %w", l.key, err)
+	}
+	return l.extend(ctx, ttl)
 }
 
 func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
@@ -357,7 +377,7 @@ func (l *Lock) extended(start time.Time, out extendOutcome, err error) extendOut
 	case (err != nil || out == extendUndecided) && stillHeld:
 		// The lease in Redis is the old one or ttl's: renewal confirms it
 		// soon, and must go out before the shorter deadline set above.
-		l.renewAt = minTime(l.renewAt, time.Now().Add(max(l.ttl/10, time.Millisecond)))
+		l.renewAt = minTime(l.renewAt, time.Now().Add(l.retryGapLocked()))
 		if out == extendUnknown {
 			l.leaseUnknownLocked()
 		}
@@ -424,13 +444,17 @@ func (l *Lock) wakeLeaseWaitersLocked() {
 }
 
 // TTL returns the lease left on the server, ErrNotHeld when the lock is no
-// longer held (which ends the hold: Lost closes, cause ErrExpired),
-// ErrNilContext for a nil ctx, or wraps the Redis error.
+// longer held (which ends the hold: Lost closes, cause ErrExpired) or was
+// already released or known lost, ErrNilContext for a nil ctx, or wraps the
+// Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if ctx == nil {
 		return 0, ErrNilContext
 	}
-	if l.none() {
+	if l.none() || !l.isHeld() {
+		// A lock known lost may still have its grant in Redis (the lease
+		// ran out locally first, or an unacknowledged renewal set it):
+		// a lease there is no one's, and must not read as this holder's.
 		return 0, ErrNotHeld
 	}
 	d, err := detachedFunc(l.client, ctx, func(ctx context.Context) (time.Duration, error) {
@@ -565,11 +589,14 @@ func (l *Lock) confirm(ctx context.Context, start time.Time, extend bool) error 
 // finds less may have been held up in the network past valid, when the
 // scheduler declared l lost: extending the lease then would leave it held
 // by nobody for another TTL. The server's lease ends at most slack after
-// valid, and one more drift covers the two clocks' rates.
+// valid, and one more drift covers the two clocks' rates over that lease
+// (span): the drift of ttl, when the lease is a handoff's 2 s or a few
+// seconds left and ttl is minutes, exceeds the lease, and every renewal
+// would be refused.
 func (l *Lock) guard() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int64((l.slack + drift(l.ttl) + time.Millisecond - 1) / time.Millisecond)
+	return int64((l.slack + drift(l.span) + time.Millisecond - 1) / time.Millisecond)
 }
 
 // leaseUnknownLocked follows a call that may have set l's lease without
@@ -617,6 +644,7 @@ func (l *Lock) isHeld() bool {
 func (l *Lock) confirmLocked(start time.Time) {
 	l.valid = start.Add(l.ttl - drift(l.ttl))
 	l.slack = time.Since(start) + drift(l.ttl)
+	l.span = l.ttl
 	l.renewAt = start.Add(l.ttl / 3)
 	l.lastErr = nil
 }

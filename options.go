@@ -47,8 +47,11 @@ type clientConfig struct {
 // methods return ErrInvalidOption. So they do for a prefix that ends with
 // "rw", "sem" or "elect": a read-write lock's, a semaphore's and an
 // election's keys put that after the prefix, and prefix "app" would share
-// its read-write locks' keys with prefix "apprw"'s locks. End a prefix with
-// a ':' as DefaultPrefix does.
+// its read-write locks' keys with prefix "apprw"'s locks. On a Cluster so
+// they do for a prefix that ends with "fence:": the fence counter of each
+// slot is the prefix, "fence:" and a hash tag, so prefix "app:fence:" would
+// name its lock "0" as the counter of prefix "app:". End a prefix with a
+// ':' as DefaultPrefix does.
 func WithKeyPrefix(prefix string) ClientOption {
 	return func(c *clientConfig) { c.prefix = prefix }
 }

@@ -39,7 +39,10 @@ import (
 // WithFair is refused (ErrInvalidOption): a line across independent nodes
 // would need a majority of its own. WithReplicaAck makes every method
 // return ErrInvalidOption. Inspect, List and ForceRelease look at the first
-// node.
+// node. A node may be a Cluster client only with a key prefix that has a
+// hash tag (WithKeyPrefix("app{locks}:")), which keeps the node's one fence
+// counter in the slot of every lock; otherwise every method returns
+// ErrInvalidOption.
 func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
 	cfg := buildClientConfig(opts)
 	c := newClient(cfg)
@@ -49,6 +52,14 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
 		c.broken = fmt.Errorf("%w: WithReplicaAck needs a single-node Client", ErrInvalidOption)
 	} else if err := prefixClash(cfg.prefix); err != nil {
 		c.broken = err
+	} else if slices.ContainsFunc(nodes, isCluster) && hashTag(cfg.prefix) == cfg.prefix {
+		// A node's fence counter is one key, which must be in the slot of
+		// every lock on it: without a tag in the prefix every script on a
+		// Cluster node fails with CROSSSLOT, an answer that counts as a
+		// refusal. The node would never grant, unnoticed while the others
+		// make a majority; with a majority of such nodes a TryLock would
+		// say "held" and a Lock wait until its ctx ended.
+		c.broken = fmt.Errorf("%w: key prefix %q: a Cluster client as a quorum node needs a hash tag in the prefix (\"app{locks}:\"), which keeps the node's fence counter in the slot of every lock", ErrInvalidOption, cfg.prefix)
 	}
 	c.b = &quorum{c: c, nodes: slices.Clone(nodes), suspect: make([]atomic.Bool, len(nodes))}
 	c.deadlines = true // onNodes never waits for a node past ctx
@@ -380,14 +391,23 @@ func countGrants(res []nodeResult) int {
 
 // reentryFence reports whether the grants in res include a reentry (a hold
 // added to a lock its owner held), and the fence that a majority of the
-// grants report, 0 if none.
+// grants report, 0 if none. Grants on a majority of nodes that had the lock
+// free are a new grant, not a reentry, whatever the others say: the owner's
+// earlier grant is left on a minority only (a lost hold whose copy on one
+// node outlived the others), and the new grant takes its fence as any
+// other does.
 func reentryFence(res []nodeResult, majority int) (reentry bool, fence int64) {
+	fresh := 0
 	for i, x := range res {
 		if !isGrant(x) {
 			continue
 		}
 		v := x.val.([]int64)
-		reentry = reentry || (len(v) == 3 && v[2] > 1)
+		if len(v) == 3 && v[2] > 1 {
+			reentry = true
+		} else {
+			fresh++
+		}
 		same := 0
 		for _, y := range res[i:] {
 			if isGrant(y) && y.val.([]int64)[1] == v[1] {
@@ -397,6 +417,9 @@ func reentryFence(res []nodeResult, majority int) (reentry bool, fence int64) {
 		if same >= majority {
 			fence = v[1]
 		}
+	}
+	if fresh >= majority {
+		return false, 0
 	}
 	return reentry, fence
 }
@@ -411,9 +434,14 @@ func (q *quorum) giveBack(i int, names keyNames, token string) {
 	q.c.background(func(ctx context.Context) { _ = q.giveBackNow(ctx, i, names, token) })
 }
 
-// giveBackNow releases whatever node i granted token.
+// giveBackNow releases whatever node i granted token. It announces no
+// release: the lock was never held, and the notice woke this caller's own
+// waiter at once, which attempted again, was granted by that node again
+// and gave it back, in a loop, while a node lacked a majority holder's
+// grant. Contenders that split the nodes between them retry after a
+// random delay (wait), released or not.
 func (q *quorum) giveBackNow(ctx context.Context, i int, names keyNames, token string) error {
-	return runRelease(ctx, q.nodes[i], hold{mutexKind, names, token, nil}, publishArg, "", true).Err()
+	return runRelease(ctx, q.nodes[i], hold{mutexKind, names, token, nil}, publishArg, "", false).Err()
 }
 
 // raiseFence settles one node on the grant's fence top (raise_fence.lua).

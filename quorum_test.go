@@ -336,6 +336,87 @@ func TestQuorumReentryBeforeTheLateNodeSettles(t *testing.T) {
 	}
 }
 
+// An owner's TryLock of a lock that a majority of nodes have free is a new
+// grant, also while one node still has a copy of the owner's earlier hold,
+// which was lost: its last renewals reached that node only, so that copy
+// outlives the others. The attempt was taken for a reentry on which no
+// majority of nodes reports one fence, and refused with ErrNotObtained each
+// time (while a TryLock of another owner got the lock), every attempt
+// lengthening the lost hold's copy to the attempt's TTL.
+func TestQuorumOwnerTakesAgainAfterItsHoldWasLost(t *testing.T) {
+	proxies, direct, a, b := proxiedQuorum(t, 3)
+	ctx := ctxT(t, 30*time.Second)
+	const ttl = 2 * time.Second
+	const key = "distlock:{k}"
+	exists := func(i int) bool { return direct[i].Exists(ctx, key).Val() == 1 }
+	first, err := a.TryLock(ctx, "k", distlock.WithOwner("job"), distlock.WithTTL(ttl))
+	must(t, err)
+	for i := range direct {
+		waitFor(t, 5*time.Second, fmt.Sprintf("node %d's copy", i), func() bool { return exists(i) })
+	}
+	// A lock taken while node 2 is unreachable moves the fence counters of
+	// nodes 0 and 1 only: nodes 1 and 2 then draw different fences.
+	proxies[2].Blackhole()
+	other, err := a.TryLock(ctx, "other", distlock.WithTTL(time.Second), distlock.WithoutRenewal())
+	must(t, err)
+	must(t, other.Release(ctx))
+	// With node 1 unreachable too, the renewals reach node 0 only.
+	proxies[1].Blackhole()
+	waitLost(t, first, 3*ttl)
+	waitFor(t, 5*time.Second, "the copies on nodes 1 and 2 to run out", func() bool { return !exists(1) && !exists(2) })
+	if !exists(0) {
+		t.Fatal("node 0's copy ran out too early for the test")
+	}
+	for _, p := range proxies[1:] {
+		p.Heal()
+		p.ResetAll()
+		p.SetLatency(20 * time.Millisecond) // node 0 answers first
+	}
+	l, err := b.TryLock(ctx, "k", distlock.WithOwner("job"), distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("the owner's TryLock of a lock free on 2 of 3 nodes: %v", err)
+	}
+	if l.Fence() <= first.Fence() {
+		t.Fatalf("fence %d after the lost hold's %d", l.Fence(), first.Fence())
+	}
+	// Node 0's copy, which the new grant joined, carries the grant's fence.
+	waitFor(t, 5*time.Second, "node 0 settled on the grant's fence", func() bool {
+		f, _, _ := strings.Cut(direct[0].Get(ctx, key).Val(), " ")
+		return f == strconv.FormatInt(l.Fence(), 10)
+	})
+	must(t, l.Release(ctx))
+}
+
+// A Cluster client as a quorum node needs a key prefix with a hash tag: a
+// node's one fence counter must be in the slot of every lock. Without one
+// every script on the node failed with CROSSSLOT, an answer taken for a
+// refusal: the quorum silently ran on the other nodes alone (here a
+// majority of 2 of 3, which one more node down stops), and with a majority
+// of such nodes TryLock said the lock was held and Lock waited until its
+// ctx ended.
+func TestQuorumClusterNodeNeedsATaggedPrefix(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	servers := redistest.StartN(t, 2)
+	nodes := []redis.UniversalClient{cl.Client(t), servers[0].Client(t), servers[1].Client(t)}
+	ctx := ctxT(t, 20*time.Second)
+	for _, prefix := range []string{distlock.DefaultPrefix, "app{}:", "app{locks"} {
+		c := distlock.NewQuorum(nodes, distlock.WithKeyPrefix(prefix))
+		if _, err := c.TryLock(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("prefix %q: TryLock with a Cluster node: %v, want ErrInvalidOption", prefix, err)
+		}
+		c.Close()
+	}
+	// With a tag, every node, the Cluster included, grants.
+	c := distlock.NewQuorum(nodes, distlock.WithKeyPrefix("app{locks}:"))
+	defer c.Close()
+	l, err := c.TryLock(ctx, "k")
+	must(t, err)
+	waitFor(t, 5*time.Second, "the Cluster node's copy", func() bool {
+		return nodes[0].Exists(ctx, "app{locks}:{k}").Val() == 1
+	})
+	must(t, l.Release(ctx))
+}
+
 // warmConns leaves n connections open in rdb's pool.
 func warmConns(t *testing.T, rdb *redis.Client, n int) {
 	t.Helper()

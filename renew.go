@@ -465,7 +465,7 @@ func (l *Lock) applyRenewal(x renewResult) {
 			l.leaseUnknownLocked()
 		}
 		// Retry soon, but not in a tight loop against a failing server.
-		l.renewAt = time.Now().Add(max(l.ttl/10, time.Millisecond))
+		l.renewAt = time.Now().Add(l.retryGapLocked())
 	case x.out == extendLate:
 		l.lateRenewalLocked(x)
 	case x.out != extendDone:
@@ -491,12 +491,27 @@ func (l *Lock) applyRenewal(x renewResult) {
 // second round trip to be renewed.)
 func (l *Lock) lateRenewalLocked(x renewResult) {
 	l.lastErr = x.failure()
-	l.valid = x.start.Add(x.left - drift(l.ttl))
-	l.slack = time.Since(x.start) + drift(l.ttl)
+	// Its margins are those of a lease of left, not of ttl: a margin of
+	// ttl's drift (36 s for an hour) could put the bound in the past, and
+	// lose a lock whose lease Redis has (after an Extend to a far longer
+	// ttl that may not have landed, say).
+	l.span = x.left
+	l.valid = x.start.Add(x.left - drift(x.left))
+	l.slack = time.Since(x.start) + drift(x.left)
 	l.renewAt = l.valid
 	if x.left > 2*l.slack {
 		l.renewAt = time.Now()
 	}
+}
+
+// retryGapLocked is how long renewal waits to try again after a call that
+// set no lease: a tenth of the lease in force, span, or of ttl if shorter,
+// and at most a second. A tenth of ttl alone outlasted a handoff's 2 s
+// first lease for a TTL of 20 s or more: one failed renewal lost the lock,
+// with Redis back at once. And uncapped, a lock of an hour whose Redis
+// came back with up to 6 minutes of its lease left was lost all the same.
+func (l *Lock) retryGapLocked() time.Duration {
+	return min(max(min(l.ttl, l.span)/10, time.Millisecond), time.Second)
 }
 
 func (l *Lock) validUntil() time.Time {

@@ -333,3 +333,91 @@ func TestGrantExpiredBeforeAnswerIsNotObtained(t *testing.T) {
 		t.Fatalf("%d of 10 TryLocks returned as held (Err() nil, Lost() open) a grant whose lease had already run out in Redis", held)
 	}
 }
+
+// TestExtendWithEndedContextChangesNothing: Extend called with a context
+// that has already ended returns its error and changes nothing (its doc:
+// "If ctx ends meanwhile, Extend returns its error and changes nothing"),
+// neither the lease in Redis nor the lease that renewal keeps. It sent the
+// extend all the same (in the background, for a context without a
+// deadline), or, run inline, kept its TTL for the next renewal: either
+// way the lock went on renewed with the hour that the caller was told it
+// did not get, and would block the key for an hour after a crash.
+func TestExtendWithEndedContextChangesNothing(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	c, rdb, _ := setup(t)
+	ctx := ctxT(t, 20*time.Second)
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"cancelled, no deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+		{"cancelled, far deadline", func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 10*time.Second) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "ended-extend-" + strings.ReplaceAll(tc.name, " ", "")
+			l, err := c.TryLock(ctx, key, distlock.WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			ectx, cancel := tc.ctx()
+			cancel()
+			if err := l.Extend(ectx, time.Hour); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Extend with a cancelled context: %v, want context.Canceled", err)
+			}
+			// Renewals go out every ttl/3: over 5 TTLs the lease must stay
+			// the lock's own (polling Redis).
+			for end := time.Now().Add(5 * ttl); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				if left := rdb.PTTL(ctx, "distlock:{"+key+"}").Val(); left > ttl {
+					t.Fatalf("lease left in Redis %v after an Extend that returned context.Canceled, want at most %v", left, ttl)
+				}
+			}
+			if err := l.Err(); err != nil {
+				t.Fatalf("lock lost: %v", err)
+			}
+		})
+	}
+}
+
+// TestRenewedAfterFailedLengtheningExtend is
+// TestRenewedAfterFailedShorteningExtend for an Extend to a far longer
+// lease: its call times out while the link drops everything, so the lease
+// in Redis is still the short one. Once the link is back, renewal must
+// confirm the lock. The renewal after a call that may have landed is
+// refused and tells the lease left; that bound, and the retry's guard,
+// took their drift margin from the hour asked for (36 s), not from the
+// few seconds left, so the bound lay in the past and every retry was
+// refused: the lock was lost (ErrUnreachable) with Redis up and its lease
+// there.
+func TestRenewedAfterFailedLengtheningExtend(t *testing.T) {
+	const ttl, longer = 3 * time.Second, time.Hour
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	ctx := ctxT(t, 60*time.Second)
+	c, p := proxiedWithOptions(t, ctx, srv, 0)
+	l, err := c.TryLock(ctx, "blip-longer", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	p.Blackhole()
+	short, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	err = l.Extend(short, longer)
+	cancel()
+	if err == nil {
+		t.Fatal("Extend through a blackhole succeeded")
+	}
+	p.Heal()
+	p.ResetAll()
+	t.Logf("Extend during the blip: %v; lease left in Redis: %v", err, direct.PTTL(ctx, "distlock:{blip-longer}").Val())
+	healed := time.Now()
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost %v after the link came back (lease left in Redis %v): %v",
+			time.Since(healed).Round(time.Millisecond), direct.PTTL(ctx, "distlock:{blip-longer}").Val(), l.Err())
+	case <-time.After(3 * ttl):
+	}
+	if left := direct.PTTL(ctx, "distlock:{blip-longer}").Val(); left <= ttl {
+		t.Fatalf("lease left in Redis %v: renewal did not take up the %v that Extend set as the lease to keep", left, longer)
+	}
+}

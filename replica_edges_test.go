@@ -244,3 +244,41 @@ func TestReplicaAckFitsTheReadTimeout(t *testing.T) {
 		rdb.Close()
 	}
 }
+
+// A waiter that takes the lock itself when its holder's lease ran out (a
+// re-ask, not a handoff) under WithReplicaAck, with the replica stalled,
+// gets ErrNotReplicated, as a first attempt and a handoff do
+// (docs/deployments.md: "An acquire that fewer than n replicas acknowledge
+// in time is undone and returns ErrNotReplicated"). It waited out its whole
+// deadline instead, taking and undoing the lock every second, and failed
+// with ErrNotObtained and the context's error.
+func TestReplicaAckReaskGrantNotReplicated(t *testing.T) {
+	master := redistest.Start(t)
+	replica := master.StartReplica(t)
+	rdb := master.Client(t)
+	ack := distlock.WithReplicaAck(1, 200*time.Millisecond)
+	a, b := distlock.New(rdb, ack), distlock.New(master.Client(t), ack)
+	defer a.Close()
+	defer b.Close()
+	ctx := ctxT(t, 30*time.Second)
+	// A crashed holder: its lease runs out, nobody releases it.
+	if _, err := a.TryLock(ctx, "payment", distlock.WithTTL(time.Second), distlock.WithoutRenewal()); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	got := acquireAsync(wctx, b, "payment")
+	waitFor(t, 2*time.Second, "the waiter to line up", func() bool { return rdb.LLen(ctx, "distlock:{payment}:line").Val() == 1 })
+	replica.Signal(syscall.SIGSTOP) // the replica stops acknowledging
+	defer replica.Signal(syscall.SIGCONT)
+	r := <-got
+	if r.err == nil {
+		t.Fatalf("a re-ask with a stalled replica returned a lock (fence %d), want ErrNotReplicated", r.l.Fence())
+	}
+	if !errors.Is(r.err, distlock.ErrNotReplicated) || wctx.Err() != nil {
+		t.Fatalf("a re-ask with a stalled replica: %v, want ErrNotReplicated before the deadline", r.err)
+	}
+	waitFor(t, 3*time.Second, "the unacknowledged grant to be given back", func() bool {
+		return rdb.Exists(ctx, "distlock:{payment}").Val() == 0 && rdb.Exists(ctx, "distlock:{payment}:line").Val() == 0
+	})
+}

@@ -288,3 +288,115 @@ func TestSentinelFailoverKeepsAckedLock(t *testing.T) {
 		t.Fatalf("fence after failover %d, before %d", next.Fence(), l.Fence())
 	}
 }
+
+// TestSentinelCrashLosesLocksShorterThanDetection: the promoted replica
+// has every acknowledged lock, but a holder keeps its lock across a master
+// crash only if its lease outlasts the failover: no renewal is confirmed
+// from the crash until Sentinel has promoted the replica, which takes at
+// least down-after-milliseconds (1 s here, 30 s by default). A lock with a
+// shorter lease is lost (ErrUnreachable) before the promotion.
+// docs/deployments.md said only that the master's loss is survived.
+func TestSentinelCrashLosesLocksShorterThanDetection(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	ctx := ctxT(t, 40*time.Second)
+	a := distlock.New(s.FailoverClient(t), distlock.WithReplicaAck(1, 100*time.Millisecond))
+	t.Cleanup(func() { a.Close() })
+	const ttl = 900 * time.Millisecond // below down-after-milliseconds
+	l, err := a.TryLock(ctx, "short", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Master.Kill()
+	killed := time.Now()
+	select {
+	case <-l.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lock whose master was killed was not lost")
+	}
+	lostAfter := time.Since(killed)
+	if !errors.Is(l.Err(), distlock.ErrUnreachable) {
+		t.Fatalf("lost with %v, want ErrUnreachable", l.Err())
+	}
+	addr, err := s.Admin(s.Sentinels[0]).Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", redistest.MasterName).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addr) == 2 && addr[1] == strconv.Itoa(s.Replica.Port) {
+		t.Fatalf("the replica was promoted within %v, before the lock was lost", lostAfter)
+	}
+	t.Logf("lost %v after the crash, before the promotion", lostAfter)
+}
+
+// TestSentinelHolderAfterFailoverHearsRestartAtRenewal: after a SENTINEL
+// FAILOVER that leaves the old master running (as a replica), the
+// subscription of a Client that only holds stays there: go-redis moves its
+// pooled connections to the new master, not a PubSub, and only a waiter's
+// passed-over handoff makes the Client subscribe anew. When the new master
+// then restarts empty, the holder is told at its next renewal, not within
+// a round trip as README said of every deployment but a Cluster, while
+// another Client takes the lock at once.
+func TestSentinelHolderAfterFailoverHearsRestartAtRenewal(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	ctx := ctxT(t, 120*time.Second)
+	const ttl = 6 * time.Second
+	first := s.Master
+	s.Failover(t) // first → replica
+	holder := distlock.New(s.FailoverClient(t))
+	t.Cleanup(func() { holder.Close() })
+	l, err := holder.TryLock(ctx, "job", distlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := failoverEdgeAdmin(t, s.Master)
+	waitFor(t, 5*time.Second, "the holder's subscription", func() bool {
+		n, _ := adm.PubSubNumSub(ctx, distlock.DefaultPrefix+"holders").Result()
+		return n[distlock.DefaultPrefix+"holders"] == 1
+	})
+	waitFor(t, 30*time.Second, "every Sentinel to see the replica fit", func() bool {
+		for _, sn := range s.Sentinels {
+			v, err := s.Admin(sn).Do(ctx, "SENTINEL", "REPLICAS", redistest.MasterName).Slice()
+			if err != nil || len(v) == 0 {
+				return false
+			}
+			ok := false
+			for _, r := range v {
+				f := map[string]string{}
+				switch r := r.(type) {
+				case []any:
+					for i := 0; i+1 < len(r); i += 2 {
+						f[fmt.Sprint(r[i])] = fmt.Sprint(r[i+1])
+					}
+				case map[any]any:
+					for k, x := range r {
+						f[fmt.Sprint(k)] = fmt.Sprint(x)
+					}
+				}
+				if f["port"] == strconv.Itoa(first.Port) && f["flags"] == "slave" && f["master-link-status"] == "ok" {
+					ok = true
+				}
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	})
+	nm := s.Failover(t) // back to first
+	if nm != first {
+		t.Fatalf("second failover: %v", nm)
+	}
+	restarted := time.Now()
+	first.Restart(t) // the master restarts empty before Sentinel notices
+	other := distlock.New(s.FailoverClient(t))
+	t.Cleanup(func() { other.Close() })
+	if _, err := other.TryLock(ctx, "job"); err != nil {
+		t.Fatalf("after the master restarted empty: %v", err)
+	}
+	t.Logf("another Client took the lock %v after the restart; the holder's Err: %v", time.Since(restarted), l.Err())
+	select {
+	case <-l.Lost():
+		t.Logf("holder told %v after the restart: %v", time.Since(restarted), l.Err())
+	case <-time.After(ttl/3 + 2*time.Second):
+		t.Errorf("holder not told by its next renewal (%v): %v", ttl/3, l.Err())
+	}
+}

@@ -113,7 +113,11 @@ type call struct {
 	again   bool      // an earlier attempt left the call in line
 	won     *Lock     // the call's Lock, once it got one
 	lastErr error     // a Redis error met while in line
-	freeAt  time.Time // when the holder's lease, as last asked, runs out
+	// answered: Redis answered one of the call's attempts, so a ctx that
+	// ends now ends a wait for a held lock (ErrNotObtained), not a wait
+	// for Redis (ErrNoAnswer)
+	answered bool
+	freeAt   time.Time // when the holder's lease, as last asked, runs out
 	// ended: a handoff notice with a fence up to this one is late, of a
 	// grant that had ended when an attempt found the lock held (reply.ended)
 	ended int64
@@ -180,6 +184,10 @@ func (q *call) heard(ctx context.Context) (time.Duration, error) {
 	}
 	start := time.Now()
 	if _, err := q.s.c.park(ctx, q.w, wait); err != nil {
+		if !q.answered && ctx.Err() != nil {
+			// (a subscription that broke as the call began: an outage, likely)
+			return 0, noAnswer(q.r.key, ctx.Err())
+		}
 		return 0, q.s.gaveUp(q.r, err, q.again, q.lastErr)
 	}
 	return time.Since(start), nil
@@ -189,8 +197,8 @@ func (q *call) heard(ctx context.Context) (time.Duration, error) {
 // to wait before asking again (negative: ask again at once, lining up).
 func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bool, err error) {
 	s, r := q.s, q.r
-	sent := time.Now()
-	rep, err := s.attempt(ctx, r, q.mode, q.again)
+	rep, sent, err := s.attempt(ctx, r, q.mode, q.again)
+	q.answered = q.answered || err == nil
 	if rep.passedOver && q.n != nil {
 		q.n.rehome(q.inbox)
 	}
@@ -201,11 +209,17 @@ func (q *call) ask(ctx context.Context) (l *Lock, waitFor time.Duration, done bo
 		if q.again {
 			s.abandon(r)
 		}
+		if !q.answered {
+			return nil, 0, true, noAnswer(r.key, ctx.Err())
+		}
 		return nil, 0, true, notObtained(r.key, ctx.Err())
-	case err != nil && (!q.again || errors.Is(err, ErrLimitMismatch)):
+	case err != nil && (!q.again || errors.Is(err, ErrLimitMismatch) || errors.Is(err, ErrNotReplicated)):
 		// What Redis did is unknown; and a semaphore asked with another
 		// limit than its holders' (recorded while this call waited) would
 		// refuse every ask, while a release might still hand it a permit.
+		// A re-ask's grant that too few replicas acknowledged was undone,
+		// with its place in line: it fails as a handoff's does, rather than
+		// take and undo the lock every second until ctx ends.
 		s.abandon(r)
 		return nil, 0, true, err
 	case err != nil:
@@ -275,6 +289,20 @@ func (q *call) handedOver(ctx context.Context, fence int64, sent time.Time, left
 	q.r.how, q.r.link = HowHandedOver, link
 	l, err := q.s.handedOver(ctx, q.r, fence, sent, left)
 	q.won = l
+	var later *askLater
+	if errors.As(err, &later) {
+		// Asked again at once, a Redis that serves reads but refuses
+		// writes (NOREPLICAS, READONLY) would loop: the re-ask reads the
+		// grant, its extend fails, as fast as round trips go for as long
+		// as the grant lasts. Wait as a failed renewal does; if the call
+		// ends meanwhile, or later, its grant is given back (again: it
+		// has one in Redis, as a waiter in line may).
+		q.lastErr, q.again = later.err, true
+		if _, err := q.s.c.park(ctx, q.w, later.gap); err != nil {
+			return nil, q.s.gaveUp(q.r, err, true, q.lastErr)
+		}
+		return nil, nil
+	}
 	return l, err
 }
 
@@ -334,14 +362,19 @@ func (s *single) gaveUp(r *request, err error, inLine bool, last error) error {
 	return notObtained(r.key, err)
 }
 
-// attempt runs the acquire script once in mode. If ctx ends first, its
-// outcome is undone in the background when it comes.
-func (s *single) attempt(ctx context.Context, r *request, mode string, again bool) (reply, error) {
+// attempt runs the acquire script once in mode, and returns when it was
+// sent: once it had its slot. A grant's lease starts when Redis runs the
+// script, so the wait for a slot, which under load outlasted a short TTL,
+// is no part of the round trip that its caller must allow for (a grant
+// whose answer came a TTL after it was asked for is refused). If ctx ends
+// first, its outcome is undone in the background when it comes.
+func (s *single) attempt(ctx context.Context, r *request, mode string, again bool) (reply, time.Time, error) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		return reply{}, ctx.Err()
+		return reply{}, time.Now(), ctx.Err()
 	}
+	sent := time.Now()
 	if again && ctx.Done() == nil {
 		// A waiter's re-ask under a ctx that never ends (Mutex.Lock's) would
 		// run inline, and on a Redis that hangs only go-redis' timeouts would
@@ -352,7 +385,8 @@ func (s *single) attempt(ctx context.Context, r *request, mode string, again boo
 		defer stop()
 		defer context.AfterFunc(s.c.closedCtx, stop)()
 	}
-	return detached(s.c, ctx, attemptCall{s, r, mode, again, ctx}, runAttempt, undoAttempt)
+	rep, err := detached(s.c, ctx, attemptCall{s, r, mode, again, ctx}, runAttempt, undoAttempt)
+	return rep, sent, err
 }
 
 // attemptCall is one acquire attempt's call to Redis (see detached); ctx is
@@ -493,7 +527,10 @@ func limitError(err error) (string, bool) {
 // sent once more after a lost answer); renewal raises it to the TTL. A
 // lock that is not renewed is extended to its TTL here, and a grant whose
 // notice came so late that little of that bound is left is confirmed with
-// Redis first. It returns nil if the grant is gone by then. With WithReplicaAck the grant,
+// Redis first. It returns nil if the grant is gone by then, or an
+// *askLater when Redis failed the extend of a lock that is not renewed
+// (the call asks again).
+// With WithReplicaAck the grant,
 // which the release wrote without WAIT, is always confirmed (WAIT follows
 // the extend), and one that too few replicas acknowledge is given back and
 // fails with ErrNotReplicated, as an acquire does.
@@ -514,7 +551,17 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 		l := newLock(s.c, r, fence, start, lease)
 		// extend, not Extend: there is no Extend call of the program's to
 		// observe.
-		return s.confirmedHandoff(ctx, r, l, l.extend(ctx, r.cfg.ttl))
+		err := l.extend(ctx, r.cfg.ttl)
+		if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() == nil {
+			// Redis failed it: nothing would extend the lock later, and it
+			// would be lost at the end of the first lease, not its TTL.
+			// The call asks again, and finds the grant if it is still there,
+			// a tenth of the first lease later (not of the lease left, which
+			// shrinks with every ask).
+			s.dropUnconfirmed(l)
+			return nil, &askLater{err: err, gap: max(first/10, time.Millisecond)}
+		}
+		return s.confirmedHandoff(ctx, r, l, err)
 	}
 	l := untrackedLock(s.c, r, fence, start, lease)
 	// On a Cluster a grant known only from its notice is confirmed: a
@@ -542,6 +589,25 @@ func (s *single) handedOver(ctx context.Context, r *request, fence int64, sent t
 	}
 	return s.confirmedHandoff(ctx, r, l, err)
 }
+
+// dropUnconfirmed ends l, a handed-over Lock never shown to its caller,
+// and takes it out of the renewer's schedule; its grant stays in Redis.
+func (s *single) dropUnconfirmed(l *Lock) {
+	l.end(released, ErrReleased)
+	if l.scheduled.Load() {
+		s.c.forget(l)
+	}
+}
+
+// askLater is handedOver's error when Redis failed the extend of a grant
+// that it dropped (err): the call asks again after gap, not at once.
+type askLater struct {
+	err error
+	gap time.Duration
+}
+
+func (e *askLater) Error() string { return e.err.Error() }
+func (e *askLater) Unwrap() error { return e.err }
 
 // confirmedHandoff is handedOver's result for l after its confirmation
 // returned err.
@@ -574,7 +640,10 @@ func (s *single) abandon(r *request) {
 	})
 }
 
-// passOn frees a grant handed to a waiter that is gone.
+// passOn frees a grant handed to a waiter that is gone, or one whose
+// renewal or extend too few replicas acknowledged: that ends the lock, and
+// the master, which has just reset its lease to the full TTL, would keep it
+// for nobody until Release (which a holder told of the loss may never call).
 func (s *single) passOn(h hold) {
 	s.c.background(func(ctx context.Context) {
 		_ = runRelease(ctx, s.rdb, h, s.pubArg, "", h.kind.announce).Err()
@@ -582,12 +651,36 @@ func (s *single) passOn(h hold) {
 }
 
 func (s *single) release(ctx context.Context, l *Lock, link string) (releaseOutcome, error) {
+	out, err := s.releaseOnce(ctx, l, link)
+	if err != nil && s.remapped(ctx, err) {
+		// A Cluster may have failed the lock's slot over to a replica that
+		// has the grant: nothing else would send the delete there, and the
+		// lock would stay held for nobody until its lease ran out.
+		out, err = s.releaseOnce(ctx, l, link)
+	}
+	return out, err
+}
+
+func (s *single) releaseOnce(ctx context.Context, l *Lock, link string) (releaseOutcome, error) {
 	var buf [2]int64
 	res, err := int64s(runReleaseLinked(ctx, s.rdb, l.hold(), s.pubArg, "", l.kind.announce, link), buf[:0])
 	if err != nil {
 		return releaseGone, err
 	}
 	return releaseReply(res), nil
+}
+
+// remapped reloads the map of a Cluster before it returns, after a call
+// that failed at the network level, and reports whether it did: unlike
+// reloadMap's, a reload that the caller's next call can count on.
+// (ForEachMaster reloads the map first; ReloadState only starts a reload.)
+func (s *single) remapped(ctx context.Context, err error) bool {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok || ctx.Err() != nil || !netFailure(err) {
+		return false
+	}
+	s.reloaded.Store(time.Now().UnixNano())
+	return cc.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil }) == nil
 }
 
 // releaseReply reads the release script's reply.
@@ -610,9 +703,14 @@ func (s *single) extend(ctx context.Context, l *Lock, ttl time.Duration) (extend
 	cmd, acked := s.ack.run(ctx, s.rdb, ext, ext.evalsha(l.kind.holdKeys(l.names), l.token, ttl.Milliseconds()))
 	v, err := cmd.Int64()
 	if err != nil {
+		s.reloadMap(err) // as a renewal does: the slot may have failed over
 		return failedExtend(err), err
 	}
-	return extendReply(v, acked), nil
+	out := extendReply(v, acked)
+	if out == extendUnacked {
+		s.passOn(l.hold())
+	}
+	return out, nil
 }
 
 // failedExtend is the outcome of an extend or renewal that failed with
@@ -641,6 +739,7 @@ func extendReply(v int64, acked bool) extendOutcome {
 
 func (s *single) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 	ms, err := l.kind.pttl.run(ctx, s.rdb, l.kind.holdKeys(l.names), l.token).Int64()
+	s.reloadMap(err)
 	if err != nil || ms < 0 {
 		return -1, err
 	}
@@ -679,6 +778,7 @@ func (s *single) renew(batch []*Lock) []renewResult {
 		res[i].start = start
 		if res[i].out == extendUnacked || (res[i].out == extendDone && !acked) {
 			res[i].out = extendUnacked
+			s.passOn(batch[i].hold())
 		}
 	}
 	return res

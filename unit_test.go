@@ -247,6 +247,31 @@ func TestQuorumDecisions(t *testing.T) {
 	}
 }
 
+// reentryFence: a reentry decides on the fence a majority reports; grants
+// that found the lock free on a majority are a new grant, whatever a
+// minority's copy of an earlier hold of the owner says.
+func TestQuorumReentryFence(t *testing.T) {
+	grant := func(fence, holds int64) nodeResult { return nodeResult{val: []int64{1, fence, holds}} }
+	pending := nodeResult{err: errPending}
+	for _, c := range []struct {
+		name    string
+		res     []nodeResult
+		reentry bool
+		fence   int64
+	}{
+		{"held by its owner on a majority", []nodeResult{grant(7, 2), grant(7, 2), grant(9, 1)}, true, 7},
+		{"a late node's own fence", []nodeResult{grant(7, 2), grant(8, 2), pending}, true, 0},
+		{"an earlier hold left on one node", []nodeResult{grant(7, 2), grant(9, 1), grant(8, 1)}, false, 0},
+		{"fresh grants too few yet", []nodeResult{grant(7, 2), grant(9, 1), pending}, true, 0},
+		{"new grants only", []nodeResult{grant(9, 1), grant(9, 1), pending}, false, 0},
+	} {
+		reentry, fence := reentryFence(c.res, 2)
+		if reentry != c.reentry || reentry && fence != c.fence { // (no reentry: the fence is not used)
+			t.Errorf("%s: reentry %v, fence %d; want %v, %d", c.name, reentry, fence, c.reentry, c.fence)
+		}
+	}
+}
+
 func TestQuorumBackoffAndWaits(t *testing.T) {
 	for n := 1; n < 20; n++ {
 		d := quorumBackoff(n)
@@ -354,18 +379,18 @@ func TestLateRenewal(t *testing.T) {
 	now := time.Now()
 	fresh := func() *Lock {
 		// a grant handed over after a long wait: the lease is known only
-		// within 2s
+		// within 2s, and its first lease (span) is the handoff's 2s
 		return &Lock{ttl: ttl, state: held, renew: true, renewing: true, heapIdx: -1,
-			valid: now.Add(100 * time.Millisecond), slack: 2 * time.Second, renewAt: now}
+			valid: now.Add(100 * time.Millisecond), slack: 2 * time.Second, span: 2 * time.Second, renewAt: now}
 	}
-	if g := fresh().guard(); g != (2*time.Second + drift(ttl)).Milliseconds() {
-		t.Fatalf("guard %dms, want the slack plus one drift", g)
+	if g := fresh().guard(); g != (2*time.Second + drift(2*time.Second)).Milliseconds() {
+		t.Fatalf("guard %dms, want the slack plus one drift of the lease in force", g)
 	}
 
 	l := fresh()
 	start := now.Add(-10 * time.Millisecond)
 	l.applyRenewal(renewResult{l: l, start: start, ttl: ttl, out: extendLate, left: 1500 * time.Millisecond})
-	if want := start.Add(1500*time.Millisecond - drift(ttl)); !l.valid.Equal(want) || l.state != held {
+	if want := start.Add(1500*time.Millisecond - drift(1500*time.Millisecond)); !l.valid.Equal(want) || l.state != held {
 		t.Fatalf("after a late answer with 1.5s left: valid %v, state %v; want %v, held", l.valid.Sub(now), l.state, want.Sub(now))
 	}
 	if l.slack >= time.Second || l.guard() >= 1500 {
@@ -380,7 +405,7 @@ func TestLateRenewal(t *testing.T) {
 
 	l = fresh()
 	l.applyRenewal(renewResult{l: l, start: start, ttl: ttl, out: extendLate, left: 20 * time.Millisecond})
-	if want := start.Add(20*time.Millisecond - drift(ttl)); !l.valid.Equal(want) || !l.renewAt.Equal(l.valid) || l.state != held {
+	if want := start.Add(20*time.Millisecond - drift(20*time.Millisecond)); !l.valid.Equal(want) || !l.renewAt.Equal(l.valid) || l.state != held {
 		t.Fatalf("after a late answer with 20ms left: valid %v, renewAt %v, state %v; want %v, the answer's bound, and no retry before it",
 			l.valid.Sub(now), l.renewAt.Sub(now), l.state, want.Sub(now))
 	}
@@ -390,7 +415,7 @@ func TestLateRenewal(t *testing.T) {
 	l = fresh()
 	l.valid = now.Add(10 * time.Minute)
 	l.applyRenewal(renewResult{l: l, start: start, ttl: ttl, out: extendLate, left: 1500 * time.Millisecond})
-	if want := start.Add(1500*time.Millisecond - drift(ttl)); !l.valid.Equal(want) {
+	if want := start.Add(1500*time.Millisecond - drift(1500*time.Millisecond)); !l.valid.Equal(want) {
 		t.Fatalf("after a late answer with 1.5s left of a lock valid for 10m: valid %v, want %v", l.valid.Sub(now), want.Sub(now))
 	}
 }

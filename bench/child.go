@@ -48,6 +48,10 @@ func childMain(mode, lib, cfg, addr, key string, ttl time.Duration) error {
 			},
 			func() bool { return false })
 		if err != nil {
+			// The holds so far, for the parent to check: a lock that let
+			// both sides in typically fails a release next.
+			b, _ := json.Marshal(evs)
+			fmt.Printf("R %s\n", b)
 			return err
 		}
 		// This side's CPU over its turns, startup excluded: the parent adds

@@ -125,9 +125,10 @@ func (l *distlockLocker) lock(ctx context.Context, key string) (func(context.Con
 }
 
 // distlockContract is the README's promise: a Lock that fails because its ctx
-// ended wraps both ErrNotObtained and the ctx's error.
+// ended wraps the ctx's error and ErrNotObtained (or ErrNoAnswer, when its
+// ctx ended before Redis answered its first request).
 func distlockContract(err, ctxErr error) bool {
-	return errors.Is(err, distlock.ErrNotObtained) && errors.Is(err, ctxErr)
+	return (errors.Is(err, distlock.ErrNotObtained) || errors.Is(err, distlock.ErrNoAnswer)) && errors.Is(err, ctxErr)
 }
 
 func (l *distlockLocker) close() {

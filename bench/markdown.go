@@ -174,7 +174,7 @@ func (rep *report) quorumTable(b *strings.Builder) {
 func (rep *report) notes(b *strings.Builder) {
 	b.WriteString("\nHot key: gap = from the holder calling Release to the next holder's Lock returning (handoff gap: only grants to another contender); " +
 		"client cmds/acq counted with MONITOR in a separate untimed pass. Deadline churn: overlaps = two holders of a key at once or a lost counter update; " +
-		"contract = a Lock that failed after its deadline without wrapping both ErrNotObtained and ctx.Err() (distlock rows only, summed over rounds, as are overlaps and release errors); failed at deadline / early = failed Lock calls per round whose ctx had / had not ended; late = how long after its deadline a failed Lock returned; " +
+		"contract = a Lock that failed after its deadline without wrapping ctx.Err() and ErrNotObtained (or ErrNoAnswer) (distlock rows only, summed over rounds, as are overlaps and release errors); failed at deadline / early = failed Lock calls per round whose ctx had / had not ended; late = how long after its deadline a failed Lock returned; " +
 		"keys left = after the run and a settle, keys with a TTL (leases or waiting lines held by nobody) / without (bookkeeping such as fence counters). " +
 		"Crash: from the dead holder's lease expiry (PEXPIRETIME, ms resolution) to the first waiter's Lock returning.\n")
 	for _, r := range rep.Rows {

@@ -89,55 +89,88 @@ func runPingPong(c contender, addr string, ad *admin, d time.Duration) (*pingRes
 	if err != nil {
 		return nil, err
 	}
+	var early []ppEvent // the child's holds, when it failed (see childMain)
 	evs, err := pingPongSide(l, key, true,
 		func() error { _, err := io.WriteString(ch.in, "G\n"); return err },
 		func() (bool, error) {
 			line, err := ch.next(30 * time.Second)
+			if b, ok := strings.CutPrefix(line, "R "); ok {
+				_ = json.Unmarshal([]byte(b), &early)
+			}
 			return line == "G", err
 		},
 		func() bool { return time.Now().After(deadline) })
+	// A lock that lets both sides in typically fails a release next ("not
+	// held"), on either side: the round is unusable, but what it broke is
+	// reported, from the holds of both sides when the child told them.
+	broken := func(err error) (*pingResult, error) {
+		r := &pingResult{}
+		if early != nil {
+			r.judge(evs, early)
+		}
+		return r, err
+	}
 	if err != nil {
-		return nil, fmt.Errorf("parent side: %w (child: %s)", err, ch.stderr())
+		_, _ = io.WriteString(ch.in, "Q\n")
+		if early == nil {
+			early, _, _ = childResult(ch, 5*time.Second)
+		}
+		return broken(fmt.Errorf("parent side: %w (child: %s)", err, ch.stderr()))
 	}
 	// Stop the child: it is waiting for our acquire notice.
 	_, _ = io.WriteString(ch.in, "Q\n")
-	var theirs []ppEvent
-	var childCPU int64
+	theirs, childCPU, err := childResult(ch, 30*time.Second)
+	if err != nil {
+		return broken(err)
+	}
+	use, err := p.stop()
+	if err != nil {
+		return nil, err
+	}
+	use.children = time.Duration(childCPU)
+	r := &pingResult{use: use}
+	r.judge(evs, theirs)
+	return r, nil
+}
+
+// childResult reads the ping-pong child's report once it stops: its CPU
+// (ns) and its holds.
+func childResult(ch *child, limit time.Duration) (theirs []ppEvent, cpu int64, err error) {
 	for {
-		line, err := ch.next(30 * time.Second)
+		line, err := ch.next(limit)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if c, ok := strings.CutPrefix(line, "C "); ok {
-			if _, err := fmt.Sscanf(c, "%d", &childCPU); err != nil {
-				return nil, fmt.Errorf("child CPU %q: %w", line, err)
+			if _, err := fmt.Sscanf(c, "%d", &cpu); err != nil {
+				return nil, 0, fmt.Errorf("child CPU %q: %w", line, err)
 			}
 		}
 		if b, ok := strings.CutPrefix(line, "R "); ok {
 			if err := json.Unmarshal([]byte(b), &theirs); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
-			break
+			return theirs, cpu, nil
 		}
 	}
+}
+
+// judge counts the holds of both sides (ours, theirs), the overlaps among
+// them and the handoffs.
+func (r *pingResult) judge(ours, theirs []ppEvent) {
 	type owned struct {
 		ppEvent
 		side int
 	}
 	var all []owned
-	for _, e := range evs {
+	for _, e := range ours {
 		all = append(all, owned{e, 0})
 	}
 	for _, e := range theirs {
 		all = append(all, owned{e, 1})
 	}
 	slices.SortFunc(all, func(a, b owned) int { return int(a.Got - b.Got) })
-	use, err := p.stop()
-	if err != nil {
-		return nil, err
-	}
-	use.children = time.Duration(childCPU)
-	r := &pingResult{holds: len(all), use: use}
+	r.holds = len(all)
 	for k := 1; k < len(all); k++ {
 		prev, cur := all[k-1], all[k]
 		if cur.Got <= prev.Rel {
@@ -152,5 +185,4 @@ func runPingPong(c contender, addr string, ad *admin, d time.Duration) (*pingRes
 		}
 		r.handoffs = append(r.handoffs, time.Duration(cur.Got-prev.Rel))
 	}
-	return r, nil
 }

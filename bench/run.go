@@ -103,26 +103,14 @@ func run(cfg config) (*report, error) {
 		}
 		return err
 	})
-	each("hotkey", cfg.rounds, func(c contender, r *result, round int) error {
-		h, err := runHot(c, addrs, ad, cfg.hotN, cfg.hotHold, cfg.hotDur, false)
-		if err == nil {
-			r.recordHot(round, h)
-		}
-		return err
-	})
+	each("hotkey", cfg.rounds, measureHot(cfg, addrs, ad))
 	if cfg.scenarios["hotkey"] {
 		t0 := time.Now()
 		monitorPass(cfg, cs, rep, addrs, ad)
 		timed("cmd count", t0)
 	}
 	runSemThroughput(cfg, rep, prims, addrs, ad, timed)
-	each("pingpong", cfg.slowRounds, func(c contender, r *result, round int) error {
-		p, err := runPingPong(c, addrs[0], ad, cfg.pingDur)
-		if err == nil {
-			r.recordPing(round, p)
-		}
-		return err
-	})
+	each("pingpong", cfg.slowRounds, measurePing(cfg, addrs, ad))
 	each("crash", cfg.slowRounds, func(c contender, r *result, round int) error {
 		cr, err := runCrash(c, addrs[0], ad, cfg.crashWaiters, cfg.crashTTL)
 		if err == nil {
@@ -166,6 +154,34 @@ func rotated(cs []contender, round int) []contender {
 	return append(cs[k:len(cs):len(cs)], cs[:k]...)
 }
 
+// measureHot runs one hot-key round of a contender and records it.
+func measureHot(cfg config, addrs []string, ad *admin) func(c contender, r *result, round int) error {
+	return func(c contender, r *result, round int) error {
+		h, err := runHot(c, addrs, ad, cfg.hotN, cfg.hotHold, cfg.hotDur, false)
+		switch {
+		case err == nil:
+			r.recordHot(round, h)
+		case h != nil:
+			r.Violations += h.violations // a failed round still reports what it broke
+		}
+		return err
+	}
+}
+
+// measurePing runs one ping-pong round of a contender and records it.
+func measurePing(cfg config, addrs []string, ad *admin) func(c contender, r *result, round int) error {
+	return func(c contender, r *result, round int) error {
+		p, err := runPingPong(c, addrs[0], ad, cfg.pingDur)
+		switch {
+		case err == nil:
+			r.recordPing(round, p)
+		case p != nil:
+			r.Violations += int64(p.violations) // a failed round still reports what it broke
+		}
+		return err
+	}
+}
+
 // monitorPass counts client-issued hot-key commands through MONITOR, once
 // per contender and untimed, because MONITOR slows the server.
 func monitorPass(cfg config, cs []contender, rep *report, addrs []string, ad *admin) {
@@ -180,6 +196,9 @@ func monitorPass(cfg config, cs []contender, rep *report, addrs []string, ad *ad
 		}
 		h, err := runHot(c, addrs, ad, cfg.hotN, cfg.hotHold, cfg.monitorDur, true)
 		if err != nil {
+			if h != nil {
+				r.Violations += h.violations
+			}
 			r.fail("hotkey", fmt.Errorf("MONITOR pass: %w", err))
 			continue
 		}

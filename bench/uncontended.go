@@ -109,9 +109,7 @@ func runUncontendedRound(cs []contender, addrs []string, ad *admin, n, slices in
 			size++ // the remainder goes to the first slices
 		}
 		for k := range cs {
-			// Each slice starts with another contender, so that no row
-			// always runs first or right after the same row.
-			i := (k + s) % len(cs)
+			i := turn(k, s, len(cs))
 			if errs[i] != nil {
 				continue
 			}
@@ -137,4 +135,17 @@ func runUncontendedRound(cs []contender, addrs []string, ad *admin, n, slices in
 		}
 	}
 	return out, errs
+}
+
+// turn is the contender that takes the k-th turn of slice s among n. Each
+// slice starts with the next contender, so that no row always runs first;
+// odd slices go round the other way, so that a row does not always run
+// right after the same row either (a start that moves on alone keeps the
+// cyclic order: every row would follow the same row in every slice it does
+// not start).
+func turn(k, s, n int) int {
+	if s%2 == 1 {
+		return ((s-k)%n + n) % n
+	}
+	return (k + s) % n
 }

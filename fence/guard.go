@@ -51,7 +51,10 @@ const guardPrefix = "distlock:guard:"
 //
 // The highest fence of a key K is kept in a marker key, Marker(K), that
 // never expires, so a stale holder stays refused even after K is deleted or
-// expires. The marker shares K's Redis Cluster slot, so guarded writes work
+// expires. So one marker stays for every key ever guarded: guarding a
+// stream of new keys (one per order, say) adds a key to Redis per key, for
+// good, unless the application deletes Marker(K) once it knows that no
+// holder of K's lock from before can still write. The marker shares K's Redis Cluster slot, so guarded writes work
 // on Cluster: with T the hash tag of K (the text between its first '{' and
 // the next '}') or K itself if it has none, the marker is
 // "distlock:guard:{T}:K". Every key a Script touches must be in the
@@ -63,7 +66,9 @@ type Guard struct {
 // NewGuard returns a guard that writes through rdb, a client (not a
 // pipeline: a pipelined write would report ErrStale as a plain Redis
 // error). A nil rdb gives a guard whose methods return distlock.ErrNilClient.
-// Its methods return distlock.ErrNilContext for a nil ctx, writing nothing.
+// Its methods return distlock.ErrNilContext for a nil ctx, and
+// distlock.ErrInvalidOption for a value or argument go-redis cannot encode
+// (a struct, a slice), writing nothing.
 // Unlike distlock's own calls, a guarded write runs inline on rdb: it
 // returns by ctx's deadline only when rdb honours deadlines
 // (redis.Options.ContextTimeoutEnabled), and otherwise when rdb's own read
@@ -114,6 +119,8 @@ func (g *Guard) Run(ctx context.Context, s *Script, fence int64, keys []string, 
 	}
 	cmd := s.script.Run(ctx, g.rdb, append([]string{marker}, keys...), append([]any{fence}, args...)...)
 	if err := staleFence(cmd.Err(), "script on", keys[0], fence); err != nil {
+		cmd.SetErr(err)
+	} else if err := badArg(cmd.Err(), "script on", keys[0]); err != nil {
 		cmd.SetErr(err)
 	}
 	return cmd
@@ -192,6 +199,9 @@ func guardErr(err error, op, key string, fence int64) error {
 	if serr := staleFence(err, op, key, fence); serr != nil {
 		return serr
 	}
+	if aerr := badArg(err, op, key); aerr != nil {
+		return aerr
+	}
 	return fmt.Errorf("distlock: guarded %s %q: %w", op, key, err)
 }
 
@@ -207,6 +217,16 @@ func staleFence(err error, op, key string, fence int64) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s %q with fence %d, below %s", ErrStale, op, key, fence, high)
+}
+
+// badArg turns go-redis's refusal of a value or argument it cannot encode
+// (a struct, a slice; nothing was sent) into distlock.ErrInvalidOption; for
+// any other err it returns nil. go-redis gives that error no type to match.
+func badArg(err error, op, key string) error {
+	if err == nil || !strings.HasPrefix(err.Error(), "redis: can't marshal ") {
+		return nil
+	}
+	return fmt.Errorf("%w: guarded %s %q: %v", distlock.ErrInvalidOption, op, key, err)
 }
 
 func failedCmd(ctx context.Context, err error) *redis.Cmd {

@@ -191,6 +191,9 @@ func TestGuardBadInput(t *testing.T) {
 		{"nil ctx Set", g.Set(noCtx, 1, "k", "v", 0), distlock.ErrNilContext},
 		{"nil ctx HSet", g.HSet(noCtx, 1, "k", "f", "v"), distlock.ErrNilContext},
 		{"nil ctx Run", g.Run(noCtx, script, 1, []string{"k"}).Err(), distlock.ErrNilContext},
+		{"unencodable Set value", g.Set(ctx, 1, "k", struct{ A int }{1}, 0), distlock.ErrInvalidOption},
+		{"unencodable HSet value", g.HSet(ctx, 1, "k", "f", []string{"a"}), distlock.ErrInvalidOption},
+		{"unencodable Run arg", g.Run(ctx, script, 1, []string{"k"}, map[string]int{"a": 1}).Err(), distlock.ErrInvalidOption},
 	}
 	for _, tc := range cases {
 		if !errors.Is(tc.err, tc.want) {

@@ -12,9 +12,11 @@ local now = now_ms()
 local held = prune(now)
 local have = redis.call('HGET', KEYS[5], '!n')
 if have and held == 0 then
-  -- Every permit's lease ran out, though the keys live on (a holder with
-  -- a longer lease released, or one cut its lease short): the limit is
-  -- nobody's any more, and is forgotten as if the keys had expired.
+  -- Every permit's lease ran out, though the keys live on (they expire
+  -- with the last lease, in the same millisecond; or they were written by
+  -- an older client, whose keys outlived a hold with a longer lease): the
+  -- limit is nobody's any more, and is forgotten as if the keys had
+  -- expired.
   redis.call('DEL', KEYS[4], KEYS[5])
   have = nil
 end

@@ -64,6 +64,18 @@ local function keep(key, ms)
   end
 end
 
+-- fit makes the keys of the shared holds live until the last lease in
+-- them ends, no longer: a hold released or cut short must not keep them
+-- (and a semaphore's limit) in Redis after every lease still held has run
+-- out. keep only ever lengthens them.
+local function fit()
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIREAT', KEYS[4], last[2])
+    redis.call('PEXPIREAT', KEYS[5], last[2])
+  end
+end
+
 -- hold_shared records a shared hold; held is how many live ones there were
 -- (0: no other lease to keep, so the keys take this one's). Any further
 -- arguments are more field-value pairs for the holds' hash, set by the

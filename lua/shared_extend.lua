@@ -27,6 +27,10 @@ if ARGV[3] and tonumber(lease_end) - now < tonumber(ARGV[3]) then
   return {tonumber(lease_end) - now}
 end
 redis.call('ZADD', KEYS[4], 'XX', now + tonumber(ARGV[2]), ARGV[1])
-keep(KEYS[4], ARGV[2])
-keep(KEYS[5], ARGV[2])
+if now + tonumber(ARGV[2]) < tonumber(lease_end) then
+  fit() -- cut short: the keys may live on for the old lease
+else
+  keep(KEYS[4], ARGV[2])
+  keep(KEYS[5], ARGV[2])
+end
 return 1

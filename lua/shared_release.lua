@@ -37,13 +37,11 @@ if ex then
     exclusive = true
   end
 end
-if not found then
-  local lease_end = redis.call('ZSCORE', KEYS[4], token)
-  if lease_end then
-    found = tonumber(lease_end) > now
-    redis.call('ZREM', KEYS[4], token)
-    redis.call('HDEL', KEYS[5], token)
-  end
+local lease_end = not found and redis.call('ZSCORE', KEYS[4], token)
+if lease_end then
+  found = tonumber(lease_end) > now
+  redis.call('ZREM', KEYS[4], token)
+  redis.call('HDEL', KEYS[5], token)
 end
 local held = prune(now)
 local handed = 0
@@ -61,6 +59,9 @@ end
 -- a field ("!n") when no permit is held.
 if sem and (handed == 0 and held or redis.call('ZCARD', KEYS[4])) == 0 then
   redis.call('DEL', KEYS[4], KEYS[5])
+elseif lease_end and held + handed > 0 then
+  -- The keys may live on for the lease of the hold that left.
+  fit()
 end
 if not found then
   return {-1}

@@ -1,6 +1,7 @@
 package distlockotel_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -216,9 +217,22 @@ func TestFrozenRedis(t *testing.T) {
 		b, _ := m.intHist("distlock.renewal.batch.size")
 		return m.sum("distlock.renewals.failed") > 0 && n > 0 && b > 0
 	})
+	// An acquire whose deadline passes before the frozen server answers
+	// is an error, not contention (ErrNoAnswer).
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = c.TryLock(tctx, "frozen:2")
+	cancel()
+	if !errors.Is(err, distlock.ErrNoAnswer) {
+		t.Errorf("TryLock with Redis frozen: %v, want ErrNoAnswer", err)
+	}
 	f.srv.Signal(syscall.SIGCONT)
 
 	m := f.collect(t)
+	failed, _ := m.hist("distlock.acquire.duration", attribute.String("outcome", "error"))
+	busy, _ := m.hist("distlock.acquire.duration", attribute.String("outcome", "not_obtained"))
+	if failed != 1 || busy != 0 {
+		t.Errorf("acquire.duration with Redis frozen: {outcome=error} count %d, {outcome=not_obtained} count %d; want 1 and 0", failed, busy)
+	}
 	if n := m.sum("distlock.losses", attribute.String("cause", "unreachable")); n != 1 {
 		t.Errorf("losses{cause=unreachable} = %d, want 1", n)
 	}

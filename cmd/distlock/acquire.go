@@ -28,7 +28,7 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 	case cfg.verbose && cfg.mode != holdLeader:
 		// A first try, to say who holds the lock before waiting for it.
 		if h, err = cfg.take(ctx, conn, opts, true); heldByAnother(err) {
-			h, _, err = waitVerbose(ctx, cfg, conn, opts, start, log)
+			h, _, err = waitVerbose(ctx, cfg, conn, opts, pid, start, log)
 			waited = time.Since(start)
 		}
 	case cfg.quorum:
@@ -41,7 +41,7 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 	case cfg.verbose:
 		// A campaign cannot be tried: say who leads, if anyone, and wait.
 		var said bool
-		if h, said, err = waitVerbose(ctx, cfg, conn, opts, start, log); said {
+		if h, said, err = waitVerbose(ctx, cfg, conn, opts, pid, start, log); said {
 			waited = time.Since(start)
 		}
 	default:
@@ -64,7 +64,7 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 				return nil, log.fail(fmt.Errorf("not obtained%s: %w", waitedText(cfg.wait), conn.redisError(down)), exitRedis)
 			}
 		}
-		text, holder, _ := holderText(conn, cfg)
+		text, holder, _ := holderText(conn, cfg, pid)
 		log.warn(evNotObtained, fmt.Sprintf("%s%s; not run", text, waitedText(cfg.wait)),
 			append(holder, aWait(max(cfg.wait, 0)))...)
 		return nil, exitNotObtained
@@ -100,12 +100,12 @@ func takeWithin(ctx context.Context, cfg *runConfig, conn *connection, opts []di
 // waitVerbose is takeWithin for -v: it says once who holds the lock (said)
 // and, on a terminal, shows how long it has waited so far. An election
 // nobody leads is not waited for: nothing is said then.
-func waitVerbose(ctx context.Context, cfg *runConfig, conn *connection, opts []distlock.Option, start time.Time, log *runLog) (h *held, said bool, err error) {
+func waitVerbose(ctx context.Context, cfg *runConfig, conn *connection, opts []distlock.Option, pid int, start time.Time, log *runLog) (h *held, said bool, err error) {
 	upTo := ""
 	if cfg.wait > 0 {
 		upTo = " up to " + cfg.wait.String()
 	}
-	text, holder, busy := holderText(conn, cfg)
+	text, holder, busy := holderText(conn, cfg, pid)
 	if said = busy || cfg.mode != holdLeader; said {
 		log.info(evWaiting, fmt.Sprintf("%s; waiting%s", text, upTo), holder...)
 	}

@@ -283,3 +283,20 @@ func expectExitOnSIGTERM(t *testing.T, what string, cmd *exec.Cmd, done <-chan s
 		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, cmd.ProcessState)
 	}
 }
+
+// A port out of 1 to 65535 is a bad URL, which docs/cli.md gives status
+// 64; go-redis takes any digits, and the dial failed later: exit 69,
+// "check --redis", as if the server were down.
+func TestURLPortOutOfRangeIsUsage(t *testing.T) {
+	for _, url := range []string{
+		"redis://127.0.0.1:99999",
+		"rediss://127.0.0.1:0",
+		"redis-sentinel://127.0.0.1:26379,127.0.0.1:70000/m",
+		"redis-cluster://127.0.0.1:65536",
+	} {
+		code, _, stderr := dl(t, nil, "status", "--redis", url)
+		if code != exitUsage || !strings.Contains(stderr, "bad Redis URL") || !strings.Contains(stderr, "port") {
+			t.Errorf("status --redis %s: exit %d, stderr %q; want %d, a bad URL", url, code, stderr, exitUsage)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -228,6 +229,17 @@ func (c *connection) where() string {
 		names[i] = t.String()
 	}
 	return strings.Join(names, ", ")
+}
+
+// failCall reports err from a call on c for command name: an option the
+// library refused (ErrInvalidOption: a --prefix it cannot use) is bad
+// usage, as run and leader report it, not a Redis failure; anything else
+// is, explained by redisError.
+func (c *connection) failCall(stderr io.Writer, name string, err error) int {
+	if errors.Is(err, distlock.ErrInvalidOption) {
+		return fail(stderr, name, err, exitUsage)
+	}
+	return fail(stderr, name, c.redisError(err), exitRedis)
 }
 
 // redisError explains a Redis failure and what to check.

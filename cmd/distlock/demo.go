@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -42,6 +44,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	case *workers < 1 || *stock < 1:
 		return fail(stderr, "demo", usagef("--workers and --stock must be at least 1"), exitUsage)
 	}
+	// A signal (Ctrl-C) must end the rounds, not the process: Go's default
+	// exit would skip the deferred cleanup and leave the directory behind,
+	// and a SIGTERM to distlock alone would leave its workers running.
+	ctx, stop := demoSignals()
+	defer stop()
 	dir, err := os.MkdirTemp("", "distlock-demo")
 	if err != nil {
 		fmt.Fprintln(stderr, "distlock demo:", err)
@@ -57,7 +64,12 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "redis-server on %s; %d worker processes buy %d units\n\n", srv.Addr, *workers, *stock)
 	fmt.Fprintf(stdout, "%-9s %6s %9s %9s  %s\n", "mode", "sold", "oversold", "time", "purchases per worker")
 	for _, locked := range []bool{false, true} {
-		row, err := demoRound(srv.Addr, *workers, *stock, locked)
+		row, err := demoRound(ctx, srv.Addr, *workers, *stock, locked)
+		var sig errDemoSignal
+		if errors.As(context.Cause(ctx), &sig) {
+			fmt.Fprintln(stderr, "distlock demo:", sig)
+			return 128 + int(sig.sig)
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "distlock demo:", err)
 			return exitRedis
@@ -67,9 +79,35 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// errDemoSignal is the cause of a demo ended by a signal.
+type errDemoSignal struct{ sig syscall.Signal }
+
+func (e errDemoSignal) Error() string { return "interrupted by " + e.sig.String() }
+
+// demoSignals returns a context cancelled, with an errDemoSignal cause,
+// by the first SIGINT, SIGTERM or SIGHUP, and the function that stops
+// catching them.
+func demoSignals() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, catchable(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)...)
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(errDemoSignal{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+	}
+}
+
 // demoRound fills the inventory, runs the workers and returns a table row.
-func demoRound(addr string, workers, stock int, locked bool) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+// The workers are killed when ctx ends.
+func demoRound(parent context.Context, addr string, workers, stock int, locked bool) (string, error) {
+	ctx, cancel := context.WithTimeout(parent, 40*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()

@@ -14,15 +14,20 @@ import (
 // holderText describes who holds what cfg asks for, for the "waiting" and
 // "not obtained" messages, as text and as JSON attributes. busy is false if
 // it found no holder: the holder left meanwhile, Redis did not answer in
-// time, or only others waiting ahead in line are in the way.
-func holderText(conn *connection, cfg *runConfig) (string, []slog.Attr, bool) {
+// time, or only others waiting ahead in line are in the way. pid is the
+// runner's, whose own grant is no other holder (below).
+func holderText(conn *connection, cfg *runConfig, pid int) (string, []slog.Attr, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if cfg.mode == holdLock {
 		// Inspect is one read per KEY; the others' holds are only found by
-		// List, a scan.
+		// List, a scan. On a quorum it reads the first server, where this
+		// run's failed attempt may still stand (the library gives it back
+		// in the background) when that server lacks the majority's grant:
+		// a grant with this run's metadata is not the holder.
+		self := cfg.metadata(pid)
 		for _, k := range cfg.keys {
-			if info, err := conn.locks.Inspect(ctx, k); err == nil && info.Held() {
+			if info, err := conn.locks.Inspect(ctx, k); err == nil && info.Held() && info.Meta != self {
 				return describeHolder(info, 1)
 			}
 		}

@@ -36,11 +36,14 @@ const exitCodes = `Exit status:
   any      run, elect: the command's own exit status, when it ran and exited
   0        status, release, leader: success
   1        status: no lock matched; release: nothing was released;
-           leader: nobody leads
-  64       bad usage: unknown flag, missing argument, bad URL or duration;
-           run --limit N while KEY is in use with another N; --quorum
-           with --shared, --write, --limit, --fair or elect; release
-           --force without a terminal and without --yes
+           leader: nobody leads; status, leader: stdout could not be
+           written (a closed pipe kills them with SIGPIPE instead)
+  64       bad usage: unknown flag, missing argument, bad URL or duration,
+           a --prefix that distlock refuses; run --limit N while KEY is
+           in use with another N; --quorum with --shared, --write,
+           --limit, --fair or elect, or with a redis-cluster:// server
+           and a --prefix without a hash tag; release --force without a
+           terminal and without --yes
   69       Redis unreachable or failing (also after a TLS or ACL error)
   75       run, elect: the lock or leadership was not obtained within --wait
   79       run, elect: the lock or leadership was lost while the command

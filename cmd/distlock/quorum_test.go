@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +95,115 @@ func TestQuorumPrimitives(t *testing.T) {
 	keys, fences, _ := strings.Cut(strings.TrimSpace(out), "|")
 	if code != 0 || keys != "a b" || len(strings.Fields(fences)) != 2 {
 		t.Fatalf("several KEYs on a quorum: exit %d %q %q", code, out, stderr)
+	}
+}
+
+// TestReleaseForceQuorumLock: status and release --force talk to one
+// server (several URLs are refused, 64). release --force of a --quorum
+// lock on one server says "released" (exit 0) but frees that server's
+// copy only: a majority still holds the lock, no other run gets it and the
+// holder runs on. Freed on a majority, one server after another, the
+// holder loses it (79). docs/cli.md says so.
+func TestReleaseForceQuorumLock(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	var urls, args []string
+	for _, s := range servers {
+		urls = append(urls, "redis://"+s.Addr)
+		args = append(args, "--redis", "redis://"+s.Addr)
+	}
+	quorumEnv := []string{"DISTLOCK_REDIS_URL=" + strings.Join(urls, " ")}
+	dir := t.TempDir()
+	p := startDL(t, dir, nil, append(append([]string{"run", "--quorum", "--ttl", "1500ms"}, args...),
+		"q", "--", "sh", "-c", `echo go > started; while :; do sleep 0.02; done`)...)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+
+	for _, cmd := range [][]string{{"status", "q"}, {"release", "--force", "--yes", "q"}} {
+		if code, _, stderr := dl(t, quorumEnv, cmd...); code != exitUsage || !strings.Contains(stderr, "--quorum (run only)") {
+			t.Fatalf("%q with the quorum's URLs: exit %d %q", cmd, code, stderr)
+		}
+	}
+	one := func(i int) []string { return []string{"DISTLOCK_REDIS_URL=" + urls[i]} }
+	if code, out, stderr := dl(t, one(0), "release", "--force", "--yes", "q"); code != 0 || !strings.HasPrefix(out, "released q") {
+		t.Fatalf("release on one server: exit %d %q %q", code, out, stderr)
+	}
+	// Still held by the two others: not obtained, and the command runs on.
+	if code, _, stderr := dl(t, quorumEnv, "run", "--quorum", "--wait", "0", "q", "--", "true"); code != exitNotObtained {
+		t.Fatalf("quorum run after a release on one server: exit %d %q", code, stderr)
+	}
+	select {
+	case <-p.done:
+		t.Fatalf("the holder stopped after a release on one server: exit %d %s", p.cmd.ProcessState.ExitCode(), p.stderr.String())
+	default:
+	}
+	if code, _, stderr := dl(t, one(1), "release", "--force", "--yes", "q"); code != 0 {
+		t.Fatalf("release on a second server: exit %d %q", code, stderr)
+	}
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("holder after a release on a majority: exit %d, want %d; %s", code, exitLost, p.stderr.String())
+	}
+}
+
+// A --quorum run that is not obtained names the holder as the first
+// server has it: when that server lacks the majority's grant (it was down
+// when the lock was taken, or its copy ran out), the run's own failed
+// grant stood there still (the library gives it back in the background),
+// and `run -n` said `"q" is held (fence F, host=… pid=<its own> cmd=true,
+// for 0s)`: itself as the holder. It must not name itself.
+func TestQuorumNotObtainedDoesNotNameItself(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	var args []string
+	for _, s := range servers {
+		args = append(args, "--redis", "redis://"+s.Addr)
+	}
+	dir := t.TempDir()
+	startDL(t, dir, nil, append(append([]string{"run", "--quorum", "--ttl", "5s"}, args...),
+		"q", "--", "sh", "-c", `echo go > started; while :; do sleep 0.02; done`)...)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	// The first server loses its copy; the two others hold the lock.
+	if err := servers[0].Client(t).Del(ctxT(t, 5*time.Second), "distlock:{q}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := startDL(t, t.TempDir(), nil, append(append([]string{"run", "--quorum", "-n"}, args...), "q", "--", "true")...)
+	code := p.wait(t, 20*time.Second)
+	if stderr := p.stderr.String(); code != exitNotObtained || strings.Contains(stderr, fmt.Sprintf("pid=%d ", p.cmd.Process.Pid)) {
+		t.Errorf("exit %d, stderr %q; want %d, and not itself as the holder", code, stderr, exitNotObtained)
+	}
+}
+
+// A --quorum run waiting for a lock that a majority holds while one server
+// lacks the holder's grant (it was down when the lock was taken, or its
+// copy ran out: the minority failure a quorum is for) must wait, not spin.
+// Each attempt was granted by that server and refused by the others, which
+// the library took for a split vote between contenders and retried within
+// a few attempt durations: some 9,000 attempts a second against every
+// server, for as long as the holder held, and a --wait ended inside an
+// attempt, so the run exited 69 ("Redis ... no answer before the call's
+// context ended") instead of 75.
+func TestQuorumWaitDoesNotSpin(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	var args []string
+	for _, s := range servers {
+		args = append(args, "--redis", "redis://"+s.Addr)
+	}
+	dir := t.TempDir()
+	startDL(t, dir, nil, append(append([]string{"run", "--quorum", "--ttl", "10s"}, args...),
+		"q", "--", "sh", "-c", `echo go > started; while :; do sleep 0.02; done`)...)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	ctx := ctxT(t, 10*time.Second)
+	if err := servers[0].Client(t).Del(ctx, "distlock:{q}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	commands := func() int64 {
+		n, err := strconv.ParseInt(servers[1].Client(t).InfoMap(ctx, "stats").Item("Stats", "total_commands_processed"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := commands()
+	code, _, stderr := dl(t, nil, append(append([]string{"run", "--quorum", "--wait", "1s"}, args...), "q", "--", "true")...)
+	// A waiter's backoff grows to 100ms: some 20 attempts in a second.
+	if n := commands() - before; code != exitNotObtained || n > 500 {
+		t.Fatalf("--wait 1s: exit %d (want %d), %d commands on a server that holds the lock; stderr %q", code, exitNotObtained, n, stderr)
 	}
 }

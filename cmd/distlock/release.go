@@ -26,9 +26,13 @@ It shows the lock and asks for confirmation on the terminal; it removes
 only the grant you saw (if the lock changed hands meanwhile, nothing is
 removed). Without a terminal it refuses unless --yes is given.
 
+It talks to one server. A --quorum lock is held on each of its servers:
+release it on a majority of them, one --redis at a time; released on
+fewer, the lock stays held and its holder runs on.
+
 Flags:
   --force   required: says that you mean to override the holder
-  --yes     do not ask; remove whichever grant holds KEY now
+  --yes, -y do not ask; remove whichever grant holds KEY now
   --json    print the removed lock as JSON (the 'status --json' lock
             object) instead of text
 
@@ -124,7 +128,7 @@ func cmdRelease(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "distlock release: nothing released: %v\n", strings.TrimPrefix(err.Error(), "distlock: "))
 		return exitNone
 	case err != nil:
-		return fail(stderr, "release", conn.redisError(err), exitRedis)
+		return conn.failCall(stderr, "release", err)
 	}
 	removed.Kind = "lock" // ForceRelease frees plain locks only
 	if cfg.json {

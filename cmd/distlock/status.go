@@ -33,7 +33,9 @@ of N), leader ('distlock elect'); FENCE, the fencing token of the holder
 holder's clock; HOLDS, more than 1 for a reentrant (--owner) lock taken
 again; WAITERS, the processes waiting for it: those in its line in Redis
 (every single-node waiter, --fair or not) plus those subscribed to its shared
-release channel (quorum waiters); for read and write holds and permits,
+release channel (quorum waiters; such a process stays subscribed after its
+wait, while it holds the lock and after, so it may be counted then too);
+for read and write holds and permits,
 the waiters of the whole read-write lock or semaphore, on each of its lines;
 HOLDER, the holder's metadata (host, pid, command; a leader's value).
 
@@ -164,7 +166,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 
 	infos, free, err := query(ctx, cfg, conn)
 	if err != nil {
-		return fail(stderr, "status", conn.redisError(err), exitRedis)
+		return conn.failCall(stderr, "status", err)
 	}
 	// Written at once, so that a stdout that takes nothing is an error:
 	// nothing was shown (exit 1, as with --watch), and Redis did not fail.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode"
@@ -91,6 +92,87 @@ func TestStatusAndLeaderToUnwritableStdout(t *testing.T) {
 		_ = cmd.Run()
 		if code := cmd.ProcessState.ExitCode(); code != exitNone || !strings.Contains(stderr.String(), "writing to stdout") {
 			t.Errorf("%v > /dev/full: exit %d, stderr %q; want %d and the write error", args, code, stderr.String(), exitNone)
+		}
+	}
+}
+
+// A --prefix that the library refuses (ErrInvalidOption: "apprw" would
+// share its read-write locks' keys with prefix "app"'s) is bad usage: exit
+// 64, as run and leader say, not 69 ("Redis unreachable or failing") with
+// the hint to check --redis, against a healthy server.
+func TestRefusedPrefixIsUsage(t *testing.T) {
+	env, _, _ := server(t)
+	for _, args := range [][]string{
+		{"status"},
+		{"status", "job"},
+		{"status", "--watch"},
+		{"release", "--force", "--yes", "job"},
+		{"leader", "job"},
+		{"run", "-n", "job", "--", "true"},
+	} {
+		args = append([]string{args[0], "--prefix", "apprw"}, args[1:]...)
+		code, _, stderr := dl(t, env, args...)
+		if code != exitUsage || !strings.Contains(stderr, "invalid option") || strings.Contains(stderr, "check --redis") {
+			t.Errorf("%q: exit %d, stderr %q; want %d and the library's reason", args, code, stderr, exitUsage)
+		}
+	}
+}
+
+// release --force frees distlock's locks, and status skips the keys under
+// its prefix that hold no lock ("a key in distlock's name space that
+// another application wrote": with --prefix app:, say, the application's
+// own "app:{user:42}"). With --yes it deleted such a key all the same (its
+// script freed whatever value it found), then said Redis failed (69).
+// Nothing is a lock there: nothing released (1), and the value stays.
+func TestReleaseForceLeavesOtherValues(t *testing.T) {
+	env, _, srv := server(t)
+	ctx := ctxT(t, 10*time.Second)
+	rdb := srv.Client(t)
+	const key, value = "app:{user:42}", "the application's own value"
+	if err := rdb.Set(ctx, key, value, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "DISTLOCK_PREFIX=app:")
+	code, out, stderr := dl(t, env, "release", "--force", "--yes", "user:42")
+	if code != exitNone || !strings.Contains(stderr, "nothing released") {
+		t.Errorf("release --force --yes: exit %d, stdout %q, stderr %q; want %d, nothing released", code, out, stderr, exitNone)
+	}
+	if got, err := rdb.Get(ctx, key).Result(); got != value {
+		t.Fatalf("after release --force: %q is %q (%v), want %q", key, got, err, value)
+	}
+}
+
+// docs/cli.md: a closed pipe (`distlock status | head -1`) kills status
+// and leader with SIGPIPE, as it does other tools; only --watch ends with
+// 0. The table said 1 for any stdout that could not be written but
+// --watch's closed pipe.
+func TestStatusAndLeaderToClosedPipeDieOfSIGPIPE(t *testing.T) {
+	env, c, _ := server(t)
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := c.TryLock(ctx, "piped"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.NewElection("piped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Campaign(ctx, "web-1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status"}, {"status", "--json", "piped"}, {"leader", "piped"}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close() // the reader is gone before distlock writes
+		cmd := exec.Command(binary(t), args...)
+		cmd.Env = append(cleanEnv(), env...)
+		cmd.Stdout = w
+		err = cmd.Run()
+		w.Close()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != syscall.SIGPIPE {
+			t.Errorf("%q to a closed pipe: %v, want death by SIGPIPE", args, err)
 		}
 	}
 }

@@ -177,3 +177,43 @@ func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
 	}
 	return path
 }
+
+// 'distlock help urls' gives skip_verify=true (TLS without verifying) as
+// one of the OPTIONS of every form, and rediss-cluster:// is "the same over
+// TLS". go-redis reads skip_verify in single and Sentinel URLs only, so a
+// rediss-cluster:// URL with it was a bad URL (64, "unexpected option").
+// Here a one-node TLS Cluster whose certificate no CA given vouches for.
+func TestClusterSkipVerify(t *testing.T) {
+	certs := writeCerts(t)
+	tlsPort, err := redistest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tls-cluster: the node names its TLS port to TLS clients.
+	srv := redistest.Start(t,
+		"--tls-port", strconv.Itoa(tlsPort), "--tls-cluster", "yes", "--cluster-enabled", "yes",
+		"--tls-cert-file", certs.serverCert, "--tls-key-file", certs.serverKey,
+		"--tls-ca-cert-file", certs.ca, "--tls-auth-clients", "no",
+	)
+	ctx := ctxT(t, 20*time.Second)
+	admin := srv.Client(t)
+	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(admin.ClusterInfo(ctx).Val(), "cluster_state:ok") {
+		if ctx.Err() != nil {
+			t.Fatal("the one-node Cluster never became ok")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the server's own progress
+	}
+	base := fmt.Sprintf("rediss-cluster://127.0.0.1:%d?dial_timeout=2s", tlsPort)
+	if code, _, stderr := dl(t, nil, "status", "--redis", base); code != exitRedis || !strings.Contains(stderr, "TLS failed") {
+		t.Fatalf("unverified certificate without skip_verify: exit %d %q, want %d", code, stderr, exitRedis)
+	}
+	if code, out, stderr := dl(t, nil, "status", "--redis", base+"&skip_verify=true"); code != exitNone || !strings.Contains(out, "no locks held") {
+		t.Fatalf("with skip_verify=true: exit %d, stdout %q, stderr %q; want %d", code, out, stderr, exitNone)
+	}
+	if code, _, stderr := dl(t, nil, "status", "--redis", base+"&skip_verify=maybe"); code != exitUsage || !strings.Contains(stderr, "skip_verify") {
+		t.Fatalf("skip_verify=maybe: exit %d %q, want %d", code, stderr, exitUsage)
+	}
+}

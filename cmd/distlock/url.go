@@ -95,6 +95,12 @@ func parseSingle(raw, rest string) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Network != "unix" {
+		_, port, _ := net.SplitHostPort(o.Addr)
+		if err := checkPort(port); err != nil {
+			return nil, err
+		}
+	}
 	_, tail, _ := strings.Cut(rest, "?")
 	q, _ := url.ParseQuery(tail) // go-redis has read it, as leniently
 	if err := checkNumbers(q, o.DB); err != nil {
@@ -143,9 +149,21 @@ func hostList(hosts, defPort string) ([]string, error) {
 		if strings.ContainsAny(host, "/?#@[]% ") || strings.ContainsAny(port, "/?#@[]% ") {
 			return nil, fmt.Errorf("bad host:port %q", h)
 		}
+		if err := checkPort(port); err != nil {
+			return nil, err
+		}
 		out = append(out, net.JoinHostPort(host, port))
 	}
 	return out, nil
+}
+
+// checkPort refuses a port out of 1 to 65535: go-redis takes any digits,
+// and the dial would fail later, as if the server were down.
+func checkPort(port string) error {
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q: want 1 to 65535", port)
+	}
+	return nil
 }
 
 // goRedisURL rebuilds a URL that go-redis's own parsers read: the first host
@@ -261,6 +279,10 @@ func parseCluster(scheme, rest string) (*target, error) {
 	if _, _, err := userPassword(userinfo); err != nil {
 		return nil, err
 	}
+	skipVerify, err := takeSkipVerify(scheme, q)
+	if err != nil {
+		return nil, err
+	}
 	o, err := redis.ParseClusterURL(goRedisURL(isTLSScheme(scheme), userinfo, hosts, "", q))
 	if err != nil {
 		return nil, err
@@ -270,10 +292,30 @@ func parseCluster(scheme, rest string) (*target, error) {
 	}
 	if o.TLSConfig != nil {
 		o.TLSConfig.MinVersion = tls.VersionTLS12
+		o.TLSConfig.InsecureSkipVerify = skipVerify
 	}
 	o.ContextTimeoutEnabled = true
 	o.DialerRetries = dialerRetries(o.DialerRetries)
 	return &target{cluster: o}, nil
+}
+
+// takeSkipVerify removes skip_verify from the options of a TLS Cluster
+// URL and reads it as go-redis reads it in the other URLs, which urlForms
+// offers it for: go-redis's Cluster parser knows no skip_verify. Without
+// TLS it is left for go-redis to refuse, as there.
+func takeSkipVerify(scheme string, q url.Values) (bool, error) {
+	if !isTLSScheme(scheme) || !q.Has("skip_verify") {
+		return false, nil
+	}
+	v := q.Get("skip_verify")
+	q.Del("skip_verify")
+	switch v {
+	case "true", "1":
+		return true, nil
+	case "false", "0", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("skip_verify=%s: want true, false, 1 or 0", v)
 }
 
 // isTLSScheme tells whether a Sentinel or Cluster scheme, matched without

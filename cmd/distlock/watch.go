@@ -54,7 +54,7 @@ func watchStatus(cfg *statusConfig, conn *connection, stdout, stderr io.Writer) 
 		case err != nil && first:
 			// Most likely a wrong URL or a server that is down: say so at
 			// once rather than show an empty view.
-			return fail(stderr, "status", conn.redisError(err), exitRedis)
+			return conn.failCall(stderr, "status", err)
 		case err != nil:
 			werr = v.problem(now, conn.redisError(err), !down, stderr)
 			down = true
