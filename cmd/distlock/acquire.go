@@ -37,6 +37,7 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 		// (exit 69, as on one server) from a held lock.
 		if h, err = cfg.take(ctx, conn, opts, true); heldByAnother(err) {
 			h, err = takeWithin(ctx, cfg, conn, opts, start)
+			err = conn.quorumWaitEnded(err)
 		}
 	case cfg.verbose:
 		// A campaign cannot be tried: say who leads, if anyone, and wait.
@@ -163,6 +164,26 @@ func quorumUnreachable(err error) bool {
 		}
 	}
 	return failed > len(qe.Nodes)-qe.Quorum
+}
+
+// errWaitEnded is a quorum wait that --wait ended while a majority of the
+// servers answers.
+var errWaitEnded = fmt.Errorf("%w: --wait ended", distlock.ErrNotObtained)
+
+// quorumWaitEnded reads a quorum wait that --wait ended (err wraps the
+// deadline) as held when a majority of the servers answers a ping now: the
+// deadline falls inside an attempt as often as not, and the nodes that had
+// not answered that attempt yet say nothing of an outage. (Read from the
+// attempt, a loaded machine exited 69 with every server up.) With a
+// majority silent, err stands: exit 69, as on one server.
+func (c *connection) quorumWaitEnded(err error) error {
+	if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if c.pingMajority() != nil {
+		return err
+	}
+	return errWaitEnded
 }
 
 func waitedText(wait time.Duration) string {

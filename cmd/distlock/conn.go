@@ -223,6 +223,27 @@ func (c *connection) ping() error {
 	return c.rdbs[0].Ping(ctx).Err()
 }
 
+// pingMajority is ping for a quorum: nil when a majority of its servers
+// answers within a second.
+func (c *connection) pingMajority() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	errs := make(chan error, len(c.rdbs))
+	for _, rdb := range c.rdbs {
+		go func() { errs <- rdb.Ping(ctx).Err() }()
+	}
+	var failed []error
+	for range c.rdbs {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(c.rdbs)-len(failed) > len(c.rdbs)/2 {
+		return nil
+	}
+	return errors.Join(failed...)
+}
+
 func (c *connection) where() string {
 	names := make([]string, len(c.targets))
 	for i, t := range c.targets {

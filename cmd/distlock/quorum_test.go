@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redistest"
 )
 
@@ -205,5 +207,38 @@ func TestQuorumWaitDoesNotSpin(t *testing.T) {
 	// A waiter's backoff grows to 100ms: some 20 attempts in a second.
 	if n := commands() - before; code != exitNotObtained || n > 500 {
 		t.Fatalf("--wait 1s: exit %d (want %d), %d commands on a server that holds the lock; stderr %q", code, exitNotObtained, n, stderr)
+	}
+}
+
+// A quorum wait that --wait ends reads as held while a majority of the
+// servers answers, whatever the attempt the deadline cut short says
+// (TestQuorumWaitDoesNotSpin exited 69 on a loaded machine with every
+// server up: the deadline fell inside an attempt); with a majority down it
+// stays an outage.
+func TestQuorumWaitEnded(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	conn := &connection{}
+	for _, s := range servers {
+		conn.rdbs = append(conn.rdbs, s.Client(t))
+	}
+	cut := fmt.Errorf("no answer before the call's context ended")
+	held := fmt.Errorf("%w: held by another owner", distlock.ErrNotObtained)
+	ended := func(nodes ...error) error {
+		qe := &distlock.QuorumError{Key: "q", Quorum: 2, Nodes: nodes}
+		return fmt.Errorf("%w: %w", qe, context.DeadlineExceeded)
+	}
+	for _, err := range []error{ended(cut, cut, cut), ended(nil, cut, cut), ended(held, held, cut)} {
+		if got := conn.quorumWaitEnded(err); !heldByAnother(got) {
+			t.Errorf("%v with every server up: %v, want held", err, got)
+		}
+	}
+	unended := &distlock.QuorumError{Key: "q", Quorum: 2, Nodes: []error{cut, cut, cut}}
+	if got := conn.quorumWaitEnded(unended); heldByAnother(got) {
+		t.Errorf("%v (no deadline): %v, want it as it was", unended, got)
+	}
+	servers[0].Kill()
+	servers[1].Kill()
+	if got := conn.quorumWaitEnded(ended(cut, cut, cut)); heldByAnother(got) {
+		t.Errorf("with two servers of three down: %v, want an outage", got)
 	}
 }
