@@ -37,7 +37,6 @@ func acquire(ctx context.Context, cfg *runConfig, conn *connection, pid int, log
 		// (exit 69, as on one server) from a held lock.
 		if h, err = cfg.take(ctx, conn, opts, true); heldByAnother(err) {
 			h, err = takeWithin(ctx, cfg, conn, opts, start)
-			err = conn.quorumWaitEnded(err)
 		}
 	case cfg.verbose:
 		// A campaign cannot be tried: say who leads, if anyone, and wait.
@@ -95,7 +94,11 @@ func takeWithin(ctx context.Context, cfg *runConfig, conn *connection, opts []di
 		ctx, cancel = context.WithDeadline(ctx, start.Add(cfg.wait))
 		defer cancel()
 	}
-	return cfg.take(ctx, conn, opts, false)
+	h, err := cfg.take(ctx, conn, opts, false)
+	if cfg.quorum {
+		err = conn.quorumWaitEnded(err)
+	}
+	return h, err
 }
 
 // waitVerbose is takeWithin for -v: it says once who holds the lock (said)

@@ -202,11 +202,15 @@ func TestQuorumWaitDoesNotSpin(t *testing.T) {
 		}
 		return n
 	}
-	before := commands()
-	code, _, stderr := dl(t, nil, append(append([]string{"run", "--quorum", "--wait", "1s"}, args...), "q", "--", "true")...)
-	// A waiter's backoff grows to 100ms: some 20 attempts in a second.
-	if n := commands() - before; code != exitNotObtained || n > 500 {
-		t.Fatalf("--wait 1s: exit %d (want %d), %d commands on a server that holds the lock; stderr %q", code, exitNotObtained, n, stderr)
+	// -v waits by another path, after saying who holds the lock.
+	for _, verbose := range [][]string{nil, {"-v"}} {
+		before := commands()
+		run := append(append(append([]string{"run", "--quorum", "--wait", "1s"}, verbose...), args...), "q", "--", "true")
+		code, _, stderr := dl(t, nil, run...)
+		// A waiter's backoff grows to 100ms: some 20 attempts in a second.
+		if n := commands() - before; code != exitNotObtained || n > 500 {
+			t.Fatalf("%v: exit %d (want %d), %d commands on a server that holds the lock; stderr %q", verbose, code, exitNotObtained, n, stderr)
+		}
 	}
 }
 
