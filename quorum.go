@@ -71,7 +71,10 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...ClientOption) *Client {
 }
 
 // QuorumError reports a quorum operation that did not reach a majority. It
-// matches ErrNotObtained with errors.Is, and unwraps to the node errors.
+// matches ErrNotObtained with errors.Is, and unwraps to the node errors. A
+// node that did not answer within the call's decision wait has an error
+// whose Timeout method reports true; the error matches
+// context.DeadlineExceeded only when the caller's context ended.
 type QuorumError struct {
 	Key    string
 	Quorum int     // nodes needed
@@ -116,6 +119,16 @@ var (
 	errUndecided  = errors.New("no answer before the outcome was known")
 	errCallEnded  = errors.New("no answer before the call's context ended")
 )
+
+// nodeTimeout is a node that did not answer within a quorum call's
+// decision wait. It is a timeout (Timeout reports true, as a net.Error's
+// does) but not context.DeadlineExceeded: a QuorumError unwraps to its node
+// errors, and errors.Is(err, context.DeadlineExceeded) must say that the
+// caller's context ended, not that one node was slow.
+type nodeTimeout struct{ wait time.Duration }
+
+func (e nodeTimeout) Error() string { return fmt.Sprintf("no answer within %v", e.wait) }
+func (e nodeTimeout) Timeout() bool { return true }
 
 // quorum is the backend of a NewQuorum Client.
 type quorum struct {
@@ -744,8 +757,8 @@ func (q *quorum) onNodes(ctx context.Context, wait time.Duration, f nodeFunc, en
 			}
 			out[i].err = pending
 			if pending == nil {
-				q.noteNode(i, context.DeadlineExceeded)
-				out[i].err = fmt.Errorf("no answer within %v: %w", wait, context.DeadlineExceeded)
+				out[i].err = nodeTimeout{wait}
+				q.noteNode(i, out[i].err)
 			}
 		}
 		return out

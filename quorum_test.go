@@ -663,3 +663,31 @@ func TestQuorumHolderRenewsWhenANodeRestarts(t *testing.T) {
 	}
 	must(t, l.Release(ctx))
 }
+
+// A quorum node that does not answer within the decision wait is a timeout
+// in the QuorumError, but not context.DeadlineExceeded, which the error
+// matches only when the caller's context ended: a TryLock without a
+// deadline, two nodes of three frozen, matched it through the node errors.
+func TestQuorumNodeTimeoutIsNotTheCallersDeadline(t *testing.T) {
+	servers, a, _ := quorumSetup(t, 3)
+	for _, s := range servers[:2] {
+		s.Signal(syscall.SIGSTOP)
+		t.Cleanup(func() { s.Signal(syscall.SIGCONT) })
+	}
+	_, err := a.TryLock(context.Background(), "q")
+	var qe *distlock.QuorumError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case !errors.As(err, &qe) || !errors.Is(err, distlock.ErrNotObtained):
+		t.Fatalf("got %v, want a QuorumError", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		t.Fatalf("%v matches context.DeadlineExceeded, with no deadline on the call", err)
+	case !errors.As(err, &timeout) || !timeout.Timeout():
+		t.Fatalf("%v: no node error reports a timeout", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := a.Lock(ctx, "q"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock whose deadline passed: %v, want it to match context.DeadlineExceeded", err)
+	}
+}

@@ -263,6 +263,13 @@ func (c *connection) failCall(stderr io.Writer, name string, err error) int {
 	return fail(stderr, name, c.redisError(err), exitRedis)
 }
 
+// timedOut reports a timeout in err's chain, such as a quorum node that did
+// not answer within its call's decision wait.
+func timedOut(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
 // redisError explains a Redis failure and what to check.
 func (c *connection) redisError(err error) error {
 	hint := "check --redis or DISTLOCK_REDIS_URL"
@@ -270,7 +277,7 @@ func (c *connection) redisError(err error) error {
 	switch msg := err.Error(); {
 	case errors.As(err, &tlsErr) || strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
 		hint = "TLS failed: check --tls-ca (or DISTLOCK_TLS_CA) and the server certificate"
-	case c.tls() && (errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "i/o timeout")):
+	case c.tls() && (errors.Is(err, context.DeadlineExceeded) || timedOut(err) || strings.Contains(msg, "i/o timeout")):
 		// A plain-text server leaves a TLS handshake unanswered until the
 		// dial times out.
 		hint = "no answer over TLS: is the server's port a TLS port? rediss:// URLs need one; redis:// is plain text"
