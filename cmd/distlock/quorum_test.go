@@ -145,6 +145,27 @@ func TestReleaseForceQuorumLock(t *testing.T) {
 	}
 }
 
+// heldOnTwoOfThree starts three servers and a --quorum run holding "q"
+// with ttl on them, then deletes the first server's copy: a majority holds
+// the lock, and one server lacks the holder's grant. It returns the
+// servers and their --redis flags.
+func heldOnTwoOfThree(t *testing.T, ttl string) ([]*redistest.Server, []string) {
+	t.Helper()
+	servers := redistest.StartN(t, 3)
+	var args []string
+	for _, s := range servers {
+		args = append(args, "--redis", "redis://"+s.Addr)
+	}
+	dir := t.TempDir()
+	startDL(t, dir, nil, append(append([]string{"run", "--quorum", "--ttl", ttl}, args...),
+		"q", "--", "sh", "-c", `echo go > started; while :; do sleep 0.02; done`)...)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	if err := servers[0].Client(t).Del(ctxT(t, 5*time.Second), "distlock:{q}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return servers, args
+}
+
 // A --quorum run that is not obtained names the holder as the first
 // server has it: when that server lacks the majority's grant (it was down
 // when the lock was taken, or its copy ran out), the run's own failed
@@ -152,19 +173,7 @@ func TestReleaseForceQuorumLock(t *testing.T) {
 // and `run -n` said `"q" is held (fence F, host=… pid=<its own> cmd=true,
 // for 0s)`: itself as the holder. It must not name itself.
 func TestQuorumNotObtainedDoesNotNameItself(t *testing.T) {
-	servers := redistest.StartN(t, 3)
-	var args []string
-	for _, s := range servers {
-		args = append(args, "--redis", "redis://"+s.Addr)
-	}
-	dir := t.TempDir()
-	startDL(t, dir, nil, append(append([]string{"run", "--quorum", "--ttl", "5s"}, args...),
-		"q", "--", "sh", "-c", `echo go > started; while :; do sleep 0.02; done`)...)
-	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
-	// The first server loses its copy; the two others hold the lock.
-	if err := servers[0].Client(t).Del(ctxT(t, 5*time.Second), "distlock:{q}").Err(); err != nil {
-		t.Fatal(err)
-	}
+	_, args := heldOnTwoOfThree(t, "5s")
 	p := startDL(t, t.TempDir(), nil, append(append([]string{"run", "--quorum", "-n"}, args...), "q", "--", "true")...)
 	code := p.wait(t, 20*time.Second)
 	if stderr := p.stderr.String(); code != exitNotObtained || strings.Contains(stderr, fmt.Sprintf("pid=%d ", p.cmd.Process.Pid)) {
@@ -182,19 +191,8 @@ func TestQuorumNotObtainedDoesNotNameItself(t *testing.T) {
 // attempt, so the run exited 69 ("Redis ... no answer before the call's
 // context ended") instead of 75.
 func TestQuorumWaitDoesNotSpin(t *testing.T) {
-	servers := redistest.StartN(t, 3)
-	var args []string
-	for _, s := range servers {
-		args = append(args, "--redis", "redis://"+s.Addr)
-	}
-	dir := t.TempDir()
-	startDL(t, dir, nil, append(append([]string{"run", "--quorum", "--ttl", "10s"}, args...),
-		"q", "--", "sh", "-c", `echo go > started; while :; do sleep 0.02; done`)...)
-	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	servers, args := heldOnTwoOfThree(t, "10s")
 	ctx := ctxT(t, 10*time.Second)
-	if err := servers[0].Client(t).Del(ctx, "distlock:{q}").Err(); err != nil {
-		t.Fatal(err)
-	}
 	commands := func() int64 {
 		n, err := strconv.ParseInt(servers[1].Client(t).InfoMap(ctx, "stats").Item("Stats", "total_commands_processed"), 10, 64)
 		if err != nil {
