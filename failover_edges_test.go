@@ -51,6 +51,19 @@ func failoverEdgeShardSubs(ctx context.Context, c *redis.Client, name string) in
 	return total
 }
 
+// failoverEdgeReplicated waits until master's replica has name's grant: a
+// write on the same master after the grant, acknowledged by the replica
+// (WAIT), follows it in the replication stream.
+func failoverEdgeReplicated(t *testing.T, ctx context.Context, master *redis.Client, name string) {
+	t.Helper()
+	if err := master.Set(ctx, "{"+name+"}:sync", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := master.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d replicas, %v", n, err)
+	}
+}
+
 // failoverEdgeKillAndTakeOver kills master (SIGKILL) and has replica
 // take over its slots at once (CLUSTER FAILOVER TAKEOVER, as an operator
 // does rather than wait for the automatic failover), then waits until every
@@ -648,14 +661,7 @@ func TestFailoverClusterKilledMasterReleaseReachesNewMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A write on the same master after the grant, acknowledged by the
-	// replica: the replica has the grant too.
-	if err := homeAdmin.Set(ctx, "{"+name+"}:sync", 1, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := homeAdmin.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT: %d replicas, %v", n, err)
-	}
+	failoverEdgeReplicated(t, ctx, homeAdmin, name)
 	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -691,12 +697,7 @@ func TestFailoverClusterKilledMasterExtendReachesNewMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := homeAdmin.Set(ctx, "{"+name+"}:sync", 1, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := homeAdmin.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT: %d replicas, %v", n, err)
-	}
+	failoverEdgeReplicated(t, ctx, homeAdmin, name)
 	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
 	start := time.Now()
 	for i := 0; ; i++ {
@@ -735,12 +736,7 @@ func TestFailoverClusterKilledMasterInspectReachesNewMaster(t *testing.T) {
 	if _, err := admin.Inspect(ctx, name); err != nil { // admin's map names home
 		t.Fatal(err)
 	}
-	if err := homeAdmin.Set(ctx, "{"+name+"}:sync", 1, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := homeAdmin.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT: %d replicas, %v", n, err)
-	}
+	failoverEdgeReplicated(t, ctx, homeAdmin, name)
 	failoverEdgeKillAndTakeOver(t, cl, home, rep, cl.Slot(t, hash))
 	for _, call := range []struct {
 		what string
